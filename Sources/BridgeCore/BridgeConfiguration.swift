@@ -1,0 +1,175 @@
+/// Everything the bridge reads from its config file and `SMARTHOME_*` environment variables
+/// (contract section 7). Every key has a default except `users`.
+///
+/// Keys whose feature has not landed yet are accepted and validated so that deployments which
+/// set them keep working as features arrive; README lists which are in effect.
+public struct BridgeConfiguration: Sendable {
+    public struct MQTT: Sendable {
+        /// `nil`: start the embedded broker.
+        public var url: BrokerURL? = nil
+        public var baseTopic = "smarthome"
+        /// `nil`: `smarthome-bridge-<base topic>`, so two bridges with different base topics coexist.
+        public var clientID: String? = nil
+        public var username: String? = nil
+        public var password: String? = nil
+        public var passwordFile: String? = nil
+        public var qos = 1
+        public var keepalive = 30
+        public var reconnectMin = 1.0
+        public var reconnectMax = 60.0
+        public var maxQueued = 10_000
+        public var tlsCA: String? = nil
+        public var tlsCert: String? = nil
+        public var tlsKey: String? = nil
+        public var tlsVerify = true
+
+        public var effectiveClientID: String { clientID ?? "smarthome-bridge-\(baseTopic.replacing("/", with: "-"))" }
+    }
+
+    public struct HTTP: Sendable {
+        public var bind = "127.0.0.1"
+        public var port = 8080
+        public var legacyRoutes = false
+        public var sessionTTL = 30 * 86_400.0
+        public var maxConnections = 256
+        public var maxConnectionsPerAddress = 64
+        public var connectionTimeout = 30.0
+        public var maxHeaderBytes = 16 * 1024
+        public var maxBodyBytes = 64 * 1024
+        public var threads = 4
+    }
+
+    public struct LightsCommand: Sendable {
+        public var method = "POST"
+        public var path: String? = nil
+        public var body: String? = nil
+    }
+
+    public struct Source: Sendable {
+        public enum Kind: String, Sendable, CaseIterable {
+            case simulated
+            case rest
+        }
+
+        public var kind = Kind.simulated
+        /// Seconds between simulation steps or polls; 0 runs the simulator as fast as it can.
+        public var interval = 5.0
+        /// `nil`: a random seed, logged at start so a run can be repeated.
+        public var seed: UInt64? = nil
+        public var baseURL: String? = nil
+        public var timeout = 5.0
+        public var concurrency = 8
+        public var failuresBeforeOffline = 3
+        public var maxBackoff = 300.0
+        public var lightsCommand = LightsCommand()
+    }
+
+    public struct Publish: Sendable {
+        public var refresh = 300.0
+    }
+
+    public struct Storage: Sendable {
+        public var path = "./data/bridge.sqlite"
+        public var retentionDays = 30
+    }
+
+    public struct HomeAssistant: Sendable {
+        public var discovery = true
+        public var prefix = "homeassistant"
+    }
+
+    public struct Scheduler: Sendable {
+        /// `nil`: the system's time zone.
+        public var timezone: String? = nil
+        public var grace = 600.0
+    }
+
+    public struct Log: Sendable {
+        public enum Level: String, Sendable, CaseIterable, Comparable {
+            case debug, info, warning, error
+
+            private var rank: Int { Level.allCases.firstIndex(of: self)! }
+            public static func < (lhs: Level, rhs: Level) -> Bool { lhs.rank < rhs.rank }
+        }
+
+        public var level = Level.info
+    }
+
+    public struct Cluster: Sendable {
+        public var instances = 1
+        public var index = 0
+        public var secret: String? = nil
+    }
+
+    public var mqtt = MQTT()
+    public var http = HTTP()
+    public var source = Source()
+    public var publish = Publish()
+    public var storage = Storage()
+    public var homeAssistant = HomeAssistant()
+    public var scheduler = Scheduler()
+    public var log = Log()
+    public var cluster = Cluster()
+    public var users: [User] = []
+
+    public init() {}
+}
+
+/// A broker address from `mqtt.url`: `mqtt://host:port` or `mqtts://host:port`.
+public struct BrokerURL: Sendable, Equatable, CustomStringConvertible {
+    public var host: String
+    public var port: Int
+    public var tls: Bool
+
+    public init(host: String, port: Int, tls: Bool) {
+        self.host = host
+        self.port = port
+        self.tls = tls
+    }
+
+    /// Parses `mqtt://host[:port]` (default port 1883) or `mqtts://host[:port]` (8883); IPv6 hosts in brackets.
+    public static func parse(_ text: String) -> Result<BrokerURL, ConfigIssue> {
+        let tls: Bool
+        let rest: Substring
+        if text.hasPrefix("mqtt://") {
+            tls = false
+            rest = text.dropFirst("mqtt://".count)
+        } else if text.hasPrefix("mqtts://") {
+            tls = true
+            rest = text.dropFirst("mqtts://".count)
+        } else {
+            return .failure(ConfigIssue(path: "", message: "must start with mqtt:// or mqtts://, got \"\(text)\""))
+        }
+        let authority = rest.hasSuffix("/") ? rest.dropLast() : rest
+        var host: Substring
+        var portText: Substring?
+        if authority.hasPrefix("[") {
+            guard let close = authority.firstIndex(of: "]") else {
+                return .failure(ConfigIssue(path: "", message: "has an unclosed [ in the host"))
+            }
+            host = authority[authority.index(after: authority.startIndex)..<close]
+            let after = authority[authority.index(after: close)...]
+            if after.hasPrefix(":") { portText = after.dropFirst() } else if !after.isEmpty {
+                return .failure(ConfigIssue(path: "", message: "has text after the host: \"\(after)\""))
+            }
+        } else if let colon = authority.lastIndex(of: ":") {
+            host = authority[..<colon]
+            portText = authority[authority.index(after: colon)...]
+        } else {
+            host = authority
+        }
+        if host.isEmpty || host.contains("/") || host.contains("@") {
+            return .failure(ConfigIssue(path: "", message: "needs a host name (mqtt://host:port), got \"\(text)\""))
+        }
+        var port = tls ? 8883 : 1883
+        if let portText {
+            guard let value = Int(portText), (1...65535).contains(value) else {
+                return .failure(ConfigIssue(path: "", message: "has an invalid port \"\(portText)\" (1-65535)"))
+            }
+            port = value
+        }
+        return .success(BrokerURL(host: String(host), port: port, tls: tls))
+    }
+
+    public var description: String { "\(tls ? "mqtts" : "mqtt")://\(host.contains(":") ? "[\(host)]" : host):\(port)" }
+}

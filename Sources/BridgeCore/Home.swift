@@ -1,0 +1,111 @@
+import Foundation
+
+/// Identifies one room of one user.
+public struct RoomKey: Hashable, Sendable {
+    public var user: String
+    public var room: String
+
+    public init(user: String, room: String) {
+        self.user = user
+        self.room = room
+    }
+}
+
+/// One sensor value of one room.
+public struct Reading: Sendable, Equatable {
+    public var user: String
+    public var room: String
+    public var sensor: SensorKind
+    public var value: SensorValue
+
+    public init(user: String, room: String, sensor: SensorKind, value: SensorValue) {
+        self.user = user
+        self.room = room
+        self.sensor = sensor
+        self.value = value
+    }
+}
+
+/// The configured users and rooms with every sensor's current value: the state the bridge
+/// publishes over MQTT and serves over HTTP.
+public struct Home: Sendable {
+    public let users: [User]
+    private var values: [RoomKey: [SensorKind: SensorValue]] = [:]
+    private var updated: [RoomKey: Date] = [:]
+
+    public init(users: [User]) {
+        self.users = users
+    }
+
+    public func user(id: String) -> User? {
+        users.first { $0.id == id }
+    }
+
+    /// Usernames match exactly, as the original backend did.
+    public func user(username: String) -> User? {
+        users.first { $0.username == username }
+    }
+
+    public func value(of sensor: SensorKind, in key: RoomKey) -> SensorValue? {
+        values[key]?[sensor]
+    }
+
+    /// When a value of the room last changed.
+    public func updatedAt(_ key: RoomKey) -> Date? {
+        updated[key]
+    }
+
+    /// Stores a reading; returns whether the value changed.
+    @discardableResult
+    public mutating func record(_ reading: Reading, at time: Date) -> Bool {
+        let key = RoomKey(user: reading.user, room: reading.room)
+        let old = values[key]?[reading.sensor]
+        guard old != reading.value else { return false }
+        values[key, default: [:]][reading.sensor] = reading.value
+        updated[key] = time
+        return true
+    }
+
+    /// Every current reading, in user, room and sensor order.
+    public var allReadings: [Reading] {
+        users.flatMap { user in
+            user.rooms.flatMap { room in
+                room.sensors.compactMap { sensor in
+                    value(of: sensor, in: RoomKey(user: user.id, room: room.id)).map {
+                        Reading(user: user.id, room: room.id, sensor: sensor, value: $0)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Resolves a command's target; the sensor must be a light the room has.
+    public func commandTarget(user userID: String, room roomID: String, sensor: String = "lights")
+        -> Result<(User, Room), CommandRejection>
+    {
+        guard let user = user(id: userID) else { return .failure(.unknownUser(userID)) }
+        guard let room = user.rooms.first(where: { $0.id == roomID }) ?? user.room(named: roomID) else {
+            return .failure(.unknownRoom(user: userID, room: roomID))
+        }
+        guard sensor == SensorKind.lights.id else { return .failure(.notALight(sensor: sensor)) }
+        guard room.sensors.contains(.lights) else { return .failure(.noLights(room: room.id)) }
+        return .success((user, room))
+    }
+
+    /// Applies a light command; returns the new reading when the target is valid.
+    public mutating func apply(_ command: LightCommand, user userID: String, room roomID: String, at time: Date)
+        -> Result<Reading, CommandRejection>
+    {
+        switch commandTarget(user: userID, room: roomID) {
+        case .failure(let rejection):
+            return .failure(rejection)
+        case .success(let (user, room)):
+            let key = RoomKey(user: user.id, room: room.id)
+            let current: Bool
+            if case .binary(let on)? = value(of: .lights, in: key) { current = on } else { current = false }
+            let reading = Reading(user: user.id, room: room.id, sensor: .lights, value: .binary(command.applied(to: current)))
+            record(reading, at: time)
+            return .success(reading)
+        }
+    }
+}

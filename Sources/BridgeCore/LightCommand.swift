@@ -1,0 +1,97 @@
+import Foundation
+
+/// What a light command asks for.
+public enum LightCommand: String, Sendable, Equatable {
+    case on = "ON"
+    case off = "OFF"
+    case toggle = "TOGGLE"
+
+    /// The light state after applying this command to `current`.
+    public func applied(to current: Bool) -> Bool {
+        switch self {
+        case .on: true
+        case .off: false
+        case .toggle: !current
+        }
+    }
+
+    /// The longest payload looked at; anything longer is not a command.
+    public static let maxPayloadBytes = 256
+
+    /// Parses a command payload: `ON`, `OFF`, `TOGGLE` in any case (surrounding white space
+    /// ignored), or a JSON object whose `state` is one of those.
+    public static func parse(_ payload: [UInt8]) -> Result<LightCommand, CommandRejection> {
+        if payload.isEmpty { return .failure(.badPayload("empty payload")) }
+        if payload.count > maxPayloadBytes {
+            return .failure(.badPayload("payload of \(payload.count) bytes is longer than \(maxPayloadBytes)"))
+        }
+        guard let text = String(validating: payload, as: UTF8.self) else {
+            return .failure(.badPayload("payload is not valid UTF-8"))
+        }
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        if trimmed.hasPrefix("{") { return parseJSON(trimmed) }
+        if let command = LightCommand(rawValue: trimmed.uppercased()) { return .success(command) }
+        return .failure(.badPayload("unknown command \(quoted(trimmed)); expected ON, OFF, TOGGLE or {\"state\":\"ON\"}"))
+    }
+
+    private static func parseJSON(_ text: String) -> Result<LightCommand, CommandRejection> {
+        let object: Any
+        do {
+            object = try JSONSerialization.jsonObject(with: Data(text.utf8))
+        } catch {
+            return .failure(.badPayload("payload is not valid JSON"))
+        }
+        guard let dictionary = object as? [String: Any] else {
+            return .failure(.badPayload("JSON payload must be an object"))
+        }
+        guard let state = dictionary["state"] else {
+            return .failure(.badPayload("JSON payload has no \"state\" field"))
+        }
+        guard let word = state as? String else {
+            return .failure(.badPayload("JSON field \"state\" must be a string"))
+        }
+        guard let command = LightCommand(rawValue: word.uppercased()) else {
+            return .failure(.badPayload("JSON field \"state\" is \(quoted(word)); expected ON, OFF or TOGGLE"))
+        }
+        return .success(command)
+    }
+
+    /// Shows a short, printable excerpt of untrusted text in messages.
+    static func quoted(_ text: String) -> String {
+        let printable = String(text.unicodeScalars.prefix(40).map { $0.value < 0x20 ? "?" : Character($0) })
+        return "\"\(printable)\(text.unicodeScalars.count > 40 ? "…" : "")\""
+    }
+}
+
+/// Why a command was not applied.
+public enum CommandRejection: Error, Sendable, Equatable, CustomStringConvertible {
+    case badPayload(String)
+    case unknownUser(String)
+    case unknownRoom(user: String, room: String)
+    case notALight(sensor: String)
+    case noLights(room: String)
+    case retained
+
+    /// A short machine-friendly code for the `command_rejected` event.
+    public var code: String {
+        switch self {
+        case .badPayload: "bad_payload"
+        case .unknownUser: "unknown_user"
+        case .unknownRoom: "unknown_room"
+        case .notALight: "not_a_light"
+        case .noLights: "no_lights"
+        case .retained: "retained"
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .badPayload(let why): "bad payload: \(why)"
+        case .unknownUser(let user): "unknown user \(LightCommand.quoted(user))"
+        case .unknownRoom(let user, let room): "user \(user) has no room \(LightCommand.quoted(room))"
+        case .notALight(let sensor): "\(LightCommand.quoted(sensor)) is not a light; only lights take commands"
+        case .noLights(let room): "room \(room) has no lights"
+        case .retained: "retained command ignored: a stale retained /set message must not switch lights"
+        }
+    }
+}

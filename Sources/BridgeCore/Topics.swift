@@ -1,0 +1,62 @@
+/// The bridge's MQTT topic names under one base topic (contract section 2).
+public struct Topics: Sendable, Equatable {
+    public var base: String
+
+    public init(base: String) {
+        self.base = base
+    }
+
+    /// `<base>/<user>/<room>/<sensor>`: one reading, retained.
+    public func sensor(user: String, room: String, sensor: SensorKind) -> String {
+        "\(base)/\(user)/\(room)/\(sensor.id)"
+    }
+
+    /// `<base>/<user>/<room>`: the room's JSON in the seed shape, retained.
+    public func room(user: String, room: String) -> String {
+        "\(base)/\(user)/\(room)"
+    }
+
+    /// `<base>/<user>/<room>/lights/set`: light commands.
+    public func lightsSet(user: String, room: String) -> String {
+        "\(base)/\(user)/\(room)/lights/set"
+    }
+
+    /// `<base>/<user>/<room>/availability`: `online`/`offline` for polled rooms.
+    public func availability(user: String, room: String) -> String {
+        "\(base)/\(user)/\(room)/availability"
+    }
+
+    /// `<base>/<user>/events`: JSON events, not retained.
+    public func events(user: String) -> String {
+        "\(base)/\(user)/events"
+    }
+
+    /// `<base>/bridge/state`: `online`, or `offline` as the last will and on clean shutdown.
+    public var bridgeState: String { "\(base)/bridge/state" }
+
+    /// `<base>/bridge/info`: JSON describing this bridge, retained.
+    public var bridgeInfo: String { "\(base)/bridge/info" }
+
+    /// The subscription that receives light commands. It takes `/set` on any sensor, not just
+    /// lights, so a command sent to a sensor that is not a light is rejected with an event instead
+    /// of vanishing unseen.
+    public var commandFilter: String { "\(base)/+/+/+/set" }
+
+    /// The user and room a command topic addresses, or `nil` when the topic is not a command topic
+    /// under this base. User and room are returned as written; the caller checks that they exist.
+    public func parseCommandTopic(_ topic: String) -> (user: String, room: String, sensor: String)? {
+        guard topic.hasPrefix(base + "/") else { return nil }
+        let rest = topic.dropFirst(base.count + 1).split(separator: "/", omittingEmptySubsequences: false)
+        guard rest.count == 4, rest[3] == "set", rest.allSatisfy({ !$0.isEmpty }) else { return nil }
+        return (String(rest[0]), String(rest[1]), String(rest[2]))
+    }
+
+    /// Whether a base topic is usable: non-empty, no wildcards, no leading or trailing slash.
+    public static func validateBase(_ base: String) -> String? {
+        if base.isEmpty { return "must not be empty" }
+        if base.contains("+") || base.contains("#") { return "must not contain the MQTT wildcards + or #" }
+        if base.hasPrefix("/") || base.hasSuffix("/") { return "must not start or end with /" }
+        if base.contains("//") { return "must not contain an empty level (//)" }
+        return nil
+    }
+}

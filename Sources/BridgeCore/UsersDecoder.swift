@@ -1,0 +1,186 @@
+/// Decodes the `users` list of the config file:
+///
+/// ```yaml
+/// users:
+///   - id: "1"
+///     username: Cemalettin
+///     password_hash: "$argon2id$..."
+///     rooms:
+///       - Livingroom                       # sensors by the original's rule
+///       - { name: Kitchen, sensors: [Temperature, Humidity, Lights, Gas] }
+/// ```
+enum UsersDecoder {
+    /// Ids become topic levels, so they are restricted to characters that need no escaping anywhere.
+    static let idCharacters = Set("abcdefghijklmnopqrstuvwxyz0123456789_-")
+    /// Topic levels the bridge uses itself: a user or room by these names would collide with them.
+    static let reservedUserIDs: Set<String> = ["bridge"]
+    static let reservedRoomIDs: Set<String> = ["events"]
+
+    static func decode(_ node: ConfigNode?, issues: inout [ConfigIssue]) -> [User] {
+        guard let node else {
+            issues.append(ConfigIssue(path: "users", message: "is required: at least one user with rooms"))
+            return []
+        }
+        guard case .sequence(let items, _) = node, !items.isEmpty else {
+            issues.append(ConfigIssue(path: "users", message: "must be a non-empty list of users", line: node.line))
+            return []
+        }
+        var users: [User] = []
+        for (index, item) in items.enumerated() {
+            if let user = decodeUser(item, path: "users[\(index)]", issues: &issues) {
+                if users.contains(where: { $0.id == user.id }) {
+                    issues.append(ConfigIssue(path: "users[\(index)].id", message: "\"\(user.id)\" is used by another user",
+                                              line: item.line))
+                } else if users.contains(where: { $0.username == user.username }) {
+                    issues.append(ConfigIssue(path: "users[\(index)].username",
+                                              message: "\"\(user.username)\" is used by another user", line: item.line))
+                } else {
+                    users.append(user)
+                }
+            }
+        }
+        return users
+    }
+
+    private static func members(
+        of node: ConfigNode, path: String, allowed: [String], issues: inout [ConfigIssue]
+    ) -> [String: ConfigNode]? {
+        guard case .mapping(let pairs, _) = node else {
+            issues.append(ConfigIssue(path: path, message: "must be a mapping with \(allowed.joined(separator: ", "))",
+                                      line: node.line))
+            return nil
+        }
+        var result: [String: ConfigNode] = [:]
+        for (key, value) in pairs {
+            if !allowed.contains(key) {
+                issues.append(ConfigIssue(path: "\(path).\(key)", message: "is not a known key", line: value.line))
+            } else if result[key] != nil {
+                issues.append(ConfigIssue(path: "\(path).\(key)", message: "is set twice", line: value.line))
+            } else {
+                result[key] = value
+            }
+        }
+        return result
+    }
+
+    private static func text(_ node: ConfigNode?, path: String, parentLine: Int, issues: inout [ConfigIssue]) -> String? {
+        switch node {
+        case .scalar(let value, _, let line)?:
+            if value.isEmpty {
+                issues.append(ConfigIssue(path: path, message: "must not be empty", line: line))
+                return nil
+            }
+            return value
+        case nil, .null?:
+            issues.append(ConfigIssue(path: path, message: "is required", line: node?.line ?? parentLine))
+            return nil
+        case let other?:
+            issues.append(ConfigIssue(path: path, message: "must be a single value", line: other.line))
+            return nil
+        }
+    }
+
+    private static func validID(_ id: String, path: String, reserved: Set<String>, line: Int,
+                                issues: inout [ConfigIssue]) -> Bool {
+        if !id.allSatisfy(idCharacters.contains) {
+            issues.append(ConfigIssue(path: path, message: "\"\(id)\" may hold only a-z, 0-9, _ and - (it is a topic level)",
+                                      line: line))
+            return false
+        }
+        if reserved.contains(id) {
+            issues.append(ConfigIssue(path: path, message: "\"\(id)\" is reserved for the bridge's own topics", line: line))
+            return false
+        }
+        return true
+    }
+
+    private static func decodeUser(_ node: ConfigNode, path: String, issues: inout [ConfigIssue]) -> User? {
+        guard let fields = members(of: node, path: path, allowed: ["id", "username", "password_hash", "rooms"],
+                                   issues: &issues) else { return nil }
+        let before = issues.count
+        let id = text(fields["id"], path: "\(path).id", parentLine: node.line, issues: &issues)
+        if let id { _ = validID(id, path: "\(path).id", reserved: reservedUserIDs, line: fields["id"]?.line ?? 0,
+                                issues: &issues) }
+        let username = text(fields["username"], path: "\(path).username", parentLine: node.line, issues: &issues)
+        let hash = text(fields["password_hash"], path: "\(path).password_hash", parentLine: node.line, issues: &issues)
+        if let hash, !hash.hasPrefix("$argon2id$") {
+            issues.append(ConfigIssue(path: "\(path).password_hash",
+                                      message: "must be an argon2id hash (make one with `smarthome-bridge hash-password`)",
+                                      line: fields["password_hash"]?.line ?? 0))
+        }
+        let rooms = decodeRooms(fields["rooms"], path: "\(path).rooms", parentLine: node.line, issues: &issues)
+        guard issues.count == before, let id, let username, let hash else { return nil }
+        return User(id: id, username: username, passwordHash: hash, rooms: rooms)
+    }
+
+    private static func decodeRooms(_ node: ConfigNode?, path: String, parentLine: Int,
+                                    issues: inout [ConfigIssue]) -> [Room] {
+        guard case .sequence(let items, _)? = node, !items.isEmpty else {
+            issues.append(ConfigIssue(path: path, message: "must be a non-empty list of rooms", line: node?.line ?? parentLine))
+            return []
+        }
+        var rooms: [Room] = []
+        for (index, item) in items.enumerated() {
+            let roomPath = "\(path)[\(index)]"
+            guard let room = decodeRoom(item, path: roomPath, issues: &issues) else { continue }
+            if rooms.contains(where: { $0.id == room.id }) {
+                issues.append(ConfigIssue(path: "\(roomPath).id", message: "\"\(room.id)\" is used by another room of this user",
+                                          line: item.line))
+            } else {
+                rooms.append(room)
+            }
+        }
+        return rooms
+    }
+
+    private static func decodeRoom(_ node: ConfigNode, path: String, issues: inout [ConfigIssue]) -> Room? {
+        var name: String?
+        var idNode: ConfigNode?
+        var sensorsNode: ConfigNode?
+        if case .scalar = node {
+            name = text(node, path: "\(path)", parentLine: node.line, issues: &issues)
+        } else {
+            guard let fields = members(of: node, path: path, allowed: ["name", "id", "sensors"], issues: &issues) else {
+                return nil
+            }
+            name = text(fields["name"], path: "\(path).name", parentLine: node.line, issues: &issues)
+            idNode = fields["id"]
+            sensorsNode = fields["sensors"]
+        }
+        guard let name else { return nil }
+        let id: String
+        if let idNode {
+            guard let given = text(idNode, path: "\(path).id", parentLine: node.line, issues: &issues) else { return nil }
+            id = given
+        } else {
+            id = name.lowercased()
+        }
+        guard validID(id, path: idNode == nil ? "\(path).name" : "\(path).id", reserved: reservedRoomIDs,
+                      line: (idNode ?? node).line, issues: &issues) else { return nil }
+        guard let sensorsNode else {
+            return Room(id: id, name: name, sensors: Room.defaultSensors(forRoomNamed: name))
+        }
+        guard case .sequence(let items, _) = sensorsNode, !items.isEmpty else {
+            issues.append(ConfigIssue(path: "\(path).sensors", message: "must be a non-empty list of sensor names",
+                                      line: sensorsNode.line))
+            return nil
+        }
+        var sensors: [SensorKind] = []
+        for (index, item) in items.enumerated() {
+            let sensorPath = "\(path).sensors[\(index)]"
+            guard let word = text(item, path: sensorPath, parentLine: item.line, issues: &issues) else { return nil }
+            guard let kind = SensorKind(name: word) else {
+                let known = SensorKind.allCases.map(\.displayName).joined(separator: ", ")
+                issues.append(ConfigIssue(path: sensorPath, message: "\"\(word)\" is not a known sensor (\(known))",
+                                          line: item.line))
+                return nil
+            }
+            if sensors.contains(kind) {
+                issues.append(ConfigIssue(path: sensorPath, message: "\"\(word)\" is listed twice", line: item.line))
+                return nil
+            }
+            sensors.append(kind)
+        }
+        return Room(id: id, name: name, sensors: sensors)
+    }
+}

@@ -1,0 +1,68 @@
+import CMicroHTTPD
+
+/// One running libmicrohttpd daemon and the dispatcher its threads call into.
+///
+/// `@unchecked Sendable` because `OpaquePointer` is not Sendable. It is safe because Swift never dereferences
+/// the pointer: it is only handed to `MHD_stop_daemon`, and `HTTPServer` keeps the handle inside a `Mutex`,
+/// so `stop()` runs once, under the lock, and never concurrently with `init`.
+final class DaemonHandle: @unchecked Sendable {
+    private let daemon: OpaquePointer
+    /// Retained for MHD's `cls` pointers; released only after `MHD_stop_daemon` has joined every MHD thread.
+    private let dispatcher: Unmanaged<RequestDispatcher>
+    let port: Int
+
+    /// Binds the configured address and starts MHD's thread pool on it.
+    init(configuration: HTTPServerConfiguration, dispatcher: RequestDispatcher) throws(HTTPServerError) {
+        let socket = try ListeningSocket.open(address: configuration.bindAddress, port: configuration.port)
+
+        var flags = MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue
+        if socket.isDualStack {
+            flags |= MHD_USE_DUAL_STACK.rawValue
+        } else if socket.isIPv6 {
+            flags |= MHD_USE_IPv6.rawValue
+        }
+        // MHD keeps the request line and headers in a per-connection pool that must also hold its bookkeeping
+        // and the response headers; twice the header limit (never below MHD's 32 KiB default) is enough for
+        // that, refuses absurd headers inside MHD, and RequestDispatcher enforces maxHeaderBytes exactly.
+        let memoryLimit = max(2 * max(configuration.maxHeaderBytes, 0), 32 * 1024)
+        let retained = Unmanaged.passRetained(dispatcher)
+        let started = CMicroHTTPD_start_daemon(
+            flags,
+            socket.descriptor,
+            mhdAccessHandler,
+            retained.toOpaque(),
+            mhdRequestCompleted,
+            nil,
+            Self.count(configuration.threadPoolSize, minimum: 1),
+            Self.count(configuration.maxConnections, minimum: 1),
+            Self.count(configuration.maxConnectionsPerAddress, minimum: 0),
+            Self.count(configuration.connectionTimeoutSeconds, minimum: 0),
+            memoryLimit
+        )
+        guard let started else {
+            retained.release()
+            socket.close()
+            throw HTTPServerError(message: "cannot listen on \(Self.endpoint(configuration, port: socket.port)): "
+                + "libmicrohttpd refused to start (check threadPoolSize and maxConnections)")
+        }
+        self.daemon = started
+        self.dispatcher = retained
+        self.port = socket.port
+    }
+
+    /// Stops accepting, waits for handlers in progress, closes every connection and the listening socket.
+    /// Must be called exactly once.
+    func stop() {
+        MHD_stop_daemon(daemon)
+        dispatcher.release()
+    }
+
+    private static func count(_ value: Int, minimum: Int) -> UInt32 {
+        UInt32(clamping: max(value, minimum))
+    }
+
+    private static func endpoint(_ configuration: HTTPServerConfiguration, port: Int) -> String {
+        let address = configuration.bindAddress
+        return address.contains(":") ? "[\(address)]:\(port)" : "\(address):\(port)"
+    }
+}

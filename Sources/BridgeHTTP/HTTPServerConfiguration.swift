@@ -1,0 +1,42 @@
+/// How an `HTTPServer` listens and which limits it enforces.
+public struct HTTPServerConfiguration: Sendable {
+    /// Numeric address to listen on: `127.0.0.1`, `0.0.0.0`, `::1` or `::`.
+    /// `::` accepts IPv6 and IPv4 (dual stack); any other IPv6 address accepts IPv6 only.
+    public var bindAddress: String
+    /// TCP port; 0 lets the operating system choose one, which `HTTPServer.port` then reports.
+    public var port: Int
+    /// Maximum number of simultaneous connections, all clients together.
+    public var maxConnections: Int
+    /// Maximum number of simultaneous connections from one client address.
+    public var maxConnectionsPerAddress: Int
+    /// Seconds a connection may stay idle before the server closes it.
+    public var connectionTimeoutSeconds: Int
+    /// Maximum size of the request line plus headers; a larger request is refused (431, 414 or 400,
+    /// or the connection is closed) without calling the handler.
+    public var maxHeaderBytes: Int
+    /// Maximum request body size; a larger body is answered with 413 without calling the handler.
+    public var maxBodyBytes: Int
+    /// Number of libmicrohttpd threads that accept connections and run the handler.
+    public var threadPoolSize: Int
+
+    /// Creates a configuration; every parameter has a default suited to a LAN-facing bridge.
+    public init(
+        bindAddress: String = "127.0.0.1",
+        port: Int = 8080,
+        maxConnections: Int = 256,
+        maxConnectionsPerAddress: Int = 64,
+        connectionTimeoutSeconds: Int = 30,
+        maxHeaderBytes: Int = 16 * 1024,
+        maxBodyBytes: Int = 64 * 1024,
+        threadPoolSize: Int = 4
+    ) {
+        self.bindAddress = bindAddress
+        self.port = port
+        self.maxConnections = maxConnections
+        self.maxConnectionsPerAddress = maxConnectionsPerAddress
+        self.connectionTimeoutSeconds = connectionTimeoutSeconds
+        self.maxHeaderBytes = maxHeaderBytes
+        self.maxBodyBytes = maxBodyBytes
+        self.threadPoolSize = threadPoolSize
+    }
+}

@@ -1,0 +1,48 @@
+import CMicroHTTPD
+
+// libmicrohttpd's callbacks. They are plain C function pointers (no captured context): the dispatcher arrives
+// through `cls` and the per-request state through `*con_cls`, both as Unmanaged pointers.
+
+/// `MHD_AccessHandlerCallback`: called once when headers are complete, once per body chunk, and once when the
+/// request is complete; only the last call may run the handler.
+func mhdAccessHandler(
+    cls: UnsafeMutableRawPointer?,
+    connection: OpaquePointer?,
+    url: UnsafePointer<CChar>?,
+    method: UnsafePointer<CChar>?,
+    version: UnsafePointer<CChar>?,
+    uploadData: UnsafePointer<CChar>?,
+    uploadDataSize: UnsafeMutablePointer<Int>?,
+    requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?
+) -> MHD_Result {
+    guard let cls, let connection, let url, let method, let uploadDataSize, let requestContext else { return .NO }
+    let dispatcher = Unmanaged<RequestDispatcher>.fromOpaque(cls).takeUnretainedValue()
+    let mhdConnection = MHDConnection(pointer: connection)
+
+    guard let existing = requestContext.pointee else {
+        // Released by mhdRequestCompleted, which MHD calls for every request that reached this handler.
+        requestContext.pointee = Unmanaged.passRetained(PendingRequest()).toOpaque()
+        return dispatcher.headersReceived(on: mhdConnection)
+    }
+    let pending = Unmanaged<PendingRequest>.fromOpaque(existing).takeUnretainedValue()
+    if uploadDataSize.pointee > 0 {
+        pending.append(UnsafeRawBufferPointer(start: uploadData, count: uploadDataSize.pointee),
+                       limit: dispatcher.maxBodyBytes)
+        uploadDataSize.pointee = 0
+        return .YES
+    }
+    return dispatcher.requestCompleted(
+        on: mhdConnection, method: String(cString: method), path: String(cString: url), pending: pending)
+}
+
+/// `MHD_RequestCompletedCallback`: frees the per-request state however the request ended.
+func mhdRequestCompleted(
+    cls: UnsafeMutableRawPointer?,
+    connection: OpaquePointer?,
+    requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
+    reason: MHD_RequestTerminationCode
+) {
+    guard let requestContext, let pending = requestContext.pointee else { return }
+    Unmanaged<PendingRequest>.fromOpaque(pending).release()
+    requestContext.pointee = nil
+}

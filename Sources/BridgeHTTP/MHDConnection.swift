@@ -1,0 +1,76 @@
+import BridgeCore
+import CMicroHTTPD
+
+/// A borrowed `struct MHD_Connection *`, valid only inside the MHD callback that received it.
+///
+/// Deliberately not Sendable: MHD serves each connection from one thread at a time, and this view must not
+/// outlive or leave that callback.
+struct MHDConnection {
+    let pointer: OpaquePointer
+
+    /// Request headers in arrival order, names as sent.
+    var headers: [(name: String, value: String)] { values(of: .HEADER_KIND) }
+
+    /// Query arguments in arrival order, already percent-decoded by MHD; `?flag` yields an empty value.
+    var queryArguments: [(name: String, value: String)] { values(of: .GET_ARGUMENT_KIND) }
+
+    /// The client's address as text, or an empty string when MHD cannot tell.
+    var clientAddress: String {
+        CMicroHTTPD_connection_client_address(pointer).flatMap(SocketAddressText.host(of:)) ?? ""
+    }
+
+    /// Bytes of the request line plus headers, as MHD counted them while parsing.
+    var requestHeaderSize: Int { CMicroHTTPD_connection_request_header_size(pointer) }
+
+    /// The first value of a request header, matched case-insensitively by MHD.
+    func header(_ name: String) -> String? {
+        MHD_lookup_connection_value(pointer, .HEADER_KIND, name).map { String(cString: $0) }
+    }
+
+    /// Queues `response` on the connection; MHD copies the body, so the array may go away afterwards.
+    func queue(_ response: HTTPResponse) -> MHD_Result {
+        let created = response.body.withUnsafeBytes { body in
+            // MUST_COPY never writes through the pointer; the mutable type is only MHD's old signature.
+            MHD_create_response_from_buffer(
+                body.count, UnsafeMutableRawPointer(mutating: body.baseAddress), .RESPMEM_MUST_COPY)
+        }
+        guard let created else { return .NO }
+        defer { MHD_destroy_response(created) }
+        for header in response.headers {
+            // MHD refuses headers it manages itself (Content-Length, Transfer-Encoding) and values containing
+            // CR or LF; dropping those is safer than failing the whole response.
+            _ = MHD_add_response_header(created, header.name, header.value)
+        }
+        // MHD rejects codes outside 100...999; a handler bug becomes a 500 rather than a dropped connection.
+        let status = (100...999).contains(response.status) ? response.status : 500
+        return MHD_queue_response(pointer, UInt32(status), created)
+    }
+
+    private func values(of kind: MHD_ValueKind) -> [(name: String, value: String)] {
+        var collected: [(name: String, value: String)] = []
+        withUnsafeMutablePointer(to: &collected) { collected in
+            _ = MHD_get_connection_values_n(pointer, kind, collectValue, collected)
+        }
+        return collected
+    }
+}
+
+/// `MHD_KeyValueIteratorN` appending each pair to the array `cls` points to.
+private func collectValue(
+    cls: UnsafeMutableRawPointer?,
+    kind: MHD_ValueKind,
+    key: UnsafePointer<CChar>?,
+    keySize: Int,
+    value: UnsafePointer<CChar>?,
+    valueSize: Int
+) -> MHD_Result {
+    guard let cls, let key else { return .YES }
+    let collected = cls.assumingMemoryBound(to: [(name: String, value: String)].self)
+    collected.pointee.append((name: text(key, count: keySize), value: value.map { text($0, count: valueSize) } ?? ""))
+    return .YES
+}
+
+/// Decodes MHD's sized strings; sizes rather than NUL termination keep values with embedded NULs whole.
+private func text(_ characters: UnsafePointer<CChar>, count: Int) -> String {
+    String(decoding: UnsafeRawBufferPointer(start: characters, count: count), as: UTF8.self)
+}

@@ -1,0 +1,73 @@
+import BridgeCore
+import CMicroHTTPD
+
+/// What MHD's callbacks need from the server: the limits and the handler. Passed to MHD as the `cls` pointer.
+final class RequestDispatcher: Sendable {
+    private let handler: @Sendable (HTTPRequest) -> HTTPResponse
+    private let maxHeaderBytes: Int
+    let maxBodyBytes: Int
+
+    init(configuration: HTTPServerConfiguration, handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse) {
+        self.handler = handler
+        self.maxHeaderBytes = configuration.maxHeaderBytes
+        self.maxBodyBytes = configuration.maxBodyBytes
+    }
+
+    /// First access-handler call of a request: headers are parsed, no body has been read.
+    /// Refusing here lets MHD skip the body and close the connection instead of reading it.
+    func headersReceived(on connection: MHDConnection) -> MHD_Result {
+        // The memory limit given to MHD leaves headroom above maxHeaderBytes (see DaemonHandle), so the exact
+        // limit is enforced here.
+        if connection.requestHeaderSize > maxHeaderBytes {
+            return connection.queue(Self.error(status: 431, message: "Request headers too large"))
+        }
+        if let declared = connection.header("Content-Length").flatMap(UInt64.init), declared > UInt64(maxBodyBytes) {
+            return connection.queue(Self.bodyTooLarge)
+        }
+        return .YES
+    }
+
+    /// Last access-handler call of a request: the whole body has been read.
+    func requestCompleted(
+        on connection: MHDConnection, method: String, path: String, pending: PendingRequest
+    ) -> MHD_Result {
+        // A chunked body has no declared length, so it can only be found too large while it is being read,
+        // when MHD does not accept a response yet.
+        if pending.isTooLarge {
+            return connection.queue(Self.bodyTooLarge)
+        }
+        let request = HTTPRequest(
+            method: method,
+            path: path,
+            query: connection.queryArguments,
+            headers: Self.headerDictionary(connection.headers),
+            body: pending.body,
+            clientAddress: connection.clientAddress
+        )
+        return connection.queue(handler(request))
+    }
+
+    /// Lower-cases names and joins repeated headers the way HTTP allows (`a, b`; cookies with `; `).
+    private static func headerDictionary(_ headers: [(name: String, value: String)]) -> [String: String] {
+        var dictionary: [String: String] = [:]
+        for header in headers {
+            let name = header.name.lowercased()
+            if let existing = dictionary[name] {
+                dictionary[name] = existing + (name == "cookie" ? "; " : ", ") + header.value
+            } else {
+                dictionary[name] = header.value
+            }
+        }
+        return dictionary
+    }
+
+    private static let bodyTooLarge = error(status: 413, message: "Request body too large")
+
+    private static func error(status: Int, message: String) -> HTTPResponse {
+        HTTPResponse(
+            status: status,
+            headers: [(name: "Content-Type", value: "application/json")],
+            body: Array(#"{"error":{"message":"\#(message)"}}"#.utf8)
+        )
+    }
+}

@@ -1,0 +1,175 @@
+import BridgeCore
+import BridgeCrypto
+import Dispatch
+import Foundation
+
+/// The `smarthome-bridge` command line (contract section 6). `main.swift` only calls `main`.
+public enum CommandLineTool {
+    static let usage = """
+        Usage: smarthome-bridge [--config PATH]            run the bridge
+               smarthome-bridge check-config [--config PATH] validate a config, list every problem
+               smarthome-bridge hash-password [PASSWORD]   print an argon2id hash for users[].password_hash
+                                                           (reads the password from standard input if not given)
+               smarthome-bridge --help | --version
+
+        The config file defaults to $SMARTHOME_CONFIG, else config/bridge.yaml. Every key can be
+        overridden by an environment variable: mqtt.url by SMARTHOME_MQTT_URL, http.port by
+        SMARTHOME_HTTP_PORT, and so on. Without mqtt.url the bridge starts a private mosquitto on
+        127.0.0.1 (the embedded broker).
+
+        """
+
+    /// Runs the command and returns the process exit status.
+    public static func main(arguments: [String], environment: [String: String]) async -> Int32 {
+        var rest = Array(arguments.dropFirst())
+        var configPath = environment["SMARTHOME_CONFIG"] ?? ConfigFile.defaultPath
+        var command = "run"
+        var positional: [String] = []
+        while !rest.isEmpty {
+            let argument = rest.removeFirst()
+            switch argument {
+            case "--help", "-h", "help":
+                print(usage, terminator: "")
+                return 0
+            case "--version":
+                print("smarthome-bridge \(Bridge.version)")
+                return 0
+            case "--config", "-c":
+                guard !rest.isEmpty else { return fail("--config needs a path") }
+                configPath = rest.removeFirst()
+            case _ where argument.hasPrefix("--config="):
+                configPath = String(argument.dropFirst("--config=".count))
+            case _ where ["run", "check-config", "hash-password"].contains(argument) && command == "run"
+                && positional.isEmpty:
+                command = argument
+            case _ where argument.hasPrefix("-"):
+                return fail("unknown option \(argument)\n\n\(usage)")
+            default:
+                positional.append(argument)
+            }
+        }
+        switch command {
+        case "hash-password":
+            return hashPassword(positional)
+        case "check-config":
+            guard positional.isEmpty else { return fail("check-config takes no arguments besides --config") }
+            return checkConfig(path: configPath, environment: environment)
+        default:
+            guard positional.isEmpty else { return fail("unknown command \(positional[0])\n\n\(usage)") }
+            return await run(configPath: configPath, environment: environment)
+        }
+    }
+
+    private static func fail(_ message: String) -> Int32 {
+        FileHandle.standardError.write(Data("smarthome-bridge: \(message)\n".utf8))
+        return 2
+    }
+
+    private static func checkConfig(path: String, environment: [String: String]) -> Int32 {
+        switch ConfigFile.load(path: path, environment: environment) {
+        case .success(let config):
+            let rooms = config.users.reduce(0) { $0 + $1.rooms.count }
+            print("\(path): OK (\(config.users.count) users, \(rooms) rooms)")
+            return 0
+        case .failure(let problems):
+            FileHandle.standardError.write(Data("\(path): \(problems.issues.count) problem(s)\n".utf8))
+            for issue in problems.issues {
+                FileHandle.standardError.write(Data("  \(issue)\n".utf8))
+            }
+            return 1
+        }
+    }
+
+    private static func hashPassword(_ positional: [String]) -> Int32 {
+        let password: String
+        if let given = positional.first {
+            guard positional.count == 1 else { return fail("hash-password takes one password") }
+            password = given
+        } else if let line = readLine(strippingNewline: true) {
+            password = line
+        } else {
+            return fail("no password given (pass it as an argument or on standard input)")
+        }
+        guard !password.isEmpty else { return fail("the password must not be empty") }
+        do {
+            print(try PasswordHasher.hash(password: password))
+            return 0
+        } catch {
+            return fail(error.description)
+        }
+    }
+
+    private static func run(configPath: String, environment: [String: String]) async -> Int32 {
+        let configuration: BridgeConfiguration
+        switch ConfigFile.load(path: configPath, environment: environment) {
+        case .success(let loaded): configuration = loaded
+        case .failure(let problems):
+            let lines = problems.issues.map { "  \($0)" }.joined(separator: "\n")
+            return fail("not starting: \(configPath) has \(problems.issues.count) problem(s)\n\(lines)")
+        }
+        let logger = Logger(level: configuration.log.level)
+        logger.info("starting smarthome-bridge", ["version": Bridge.version, "config": configPath])
+
+        var embedded: EmbeddedBroker?
+        let broker: BrokerURL
+        if let url = configuration.mqtt.url {
+            broker = url
+        } else {
+            do {
+                let started = try await EmbeddedBroker.start()
+                embedded = started
+                broker = BrokerURL(host: started.host, port: started.port, tls: false)
+                logger.info("no mqtt.url set: started the embedded mosquitto broker",
+                            ["listening": "mqtt://\(started.host):\(started.port)"])
+            } catch {
+                logger.error("cannot start the embedded broker", ["error": error.description])
+                return 1
+            }
+        }
+        defer { embedded?.stop() }
+
+        let bridge: Bridge
+        do {
+            bridge = try Bridge(configuration: configuration, broker: broker, logger: logger)
+        } catch {
+            logger.error("cannot set up the bridge", ["error": "\(error)"])
+            return 1
+        }
+        let task = Task { try await bridge.run() }
+        let signals = SignalWatcher(signals: [SIGINT, SIGTERM]) { signal in
+            logger.info("received signal, stopping", ["signal": signal == SIGINT ? "SIGINT" : "SIGTERM"])
+            task.cancel()
+        }
+        defer { signals.cancel() }
+        do {
+            try await task.value
+            logger.info("stopped")
+            return 0
+        } catch {
+            logger.error("bridge stopped on an error", ["error": "\(error)"])
+            return 1
+        }
+    }
+}
+
+/// Turns SIGINT/SIGTERM into a call on a Dispatch queue, where Swift code may run (a plain
+/// signal handler may not).
+///
+/// `@unchecked Sendable`: the sources are set once in `init` and Dispatch sources are thread-safe.
+final class SignalWatcher: @unchecked Sendable {
+    private let sources: [any DispatchSourceSignal]
+
+    init(signals: [Int32], handler: @escaping @Sendable (Int32) -> Void) {
+        sources = signals.map { number in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { handler(number) }
+            source.resume()
+            return source
+        }
+    }
+
+    func cancel() {
+        for source in sources { source.cancel() }
+    }
+}

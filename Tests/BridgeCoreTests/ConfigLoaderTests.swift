@@ -1,0 +1,151 @@
+import Testing
+@testable import BridgeCore
+
+@Suite struct ConfigLoaderTests {
+    func load(_ pairs: KeyValuePairs<String, Any>, environment: [String: String] = [:])
+        -> Result<BridgeConfiguration, ConfigIssues>
+    {
+        ConfigLoader.load(Fixtures.node(pairs), environment: environment)
+    }
+
+    func issues(_ pairs: KeyValuePairs<String, Any>, environment: [String: String] = [:]) -> [ConfigIssue] {
+        guard case .failure(let problems) = load(pairs, environment: environment) else { return [] }
+        return problems.issues
+    }
+
+    @Test func defaultsApplyWhenOnlyUsersAreGiven() throws {
+        let config = try load(["users": Fixtures.minimalUsers]).get()
+        #expect(config.mqtt.url == nil)
+        #expect(config.mqtt.baseTopic == "smarthome")
+        #expect(config.mqtt.qos == 1)
+        #expect(config.mqtt.keepalive == 30)
+        #expect(config.http.bind == "127.0.0.1")
+        #expect(config.http.port == 8080)
+        #expect(!config.http.legacyRoutes)
+        #expect(config.source.kind == .simulated)
+        #expect(config.source.interval == 5)
+        #expect(config.storage.path == "./data/bridge.sqlite")
+        #expect(config.homeAssistant.discovery)
+        #expect(config.log.level == .info)
+        #expect(config.publish.refresh == 300)
+        #expect(config.users.map(\.id) == ["1"])
+        #expect(config.users[0].rooms.map(\.id) == ["kitchen", "garden"])
+        #expect(config.users[0].rooms[0].sensors.contains(.gas))
+    }
+
+    @Test func everyContractKeyIsAccepted() throws {
+        let config = try load([
+            "mqtt": ["url": "mqtt://broker:1884", "base_topic": "home", "username": "bridge", "password": "pw",
+                     "qos": 0, "keepalive": 10, "reconnect_min": "2s", "reconnect_max": "1m", "max_queued": 50,
+                     "tls": ["verify": false] as KeyValuePairs<String, Any>] as KeyValuePairs<String, Any>,
+            "http": ["bind": "0.0.0.0", "port": 9090, "legacy_routes": true, "session_ttl": "7d"]
+                as KeyValuePairs<String, Any>,
+            "source": ["kind": "rest", "interval": "0.5", "base_url": "http://127.0.0.1:8081", "timeout": "2s",
+                       "concurrency": 4, "failures_before_offline": 2, "max_backoff": "5m", "seed": 9,
+                       "lights_command": ["method": "put", "path": "/lights/{userID}/{room}",
+                                          "body": "{\"state\":\"{state}\"}"] as KeyValuePairs<String, Any>]
+                as KeyValuePairs<String, Any>,
+            "publish": ["refresh": "10m"] as KeyValuePairs<String, Any>,
+            "storage": ["path": "/tmp/x.sqlite", "retention_days": 7] as KeyValuePairs<String, Any>,
+            "homeassistant": ["discovery": false, "prefix": "ha"] as KeyValuePairs<String, Any>,
+            "scheduler": ["timezone": "Europe/Istanbul", "grace": "15m"] as KeyValuePairs<String, Any>,
+            "log": ["level": "debug"] as KeyValuePairs<String, Any>,
+            "cluster": ["instances": 3, "index": 2, "secret": "s"] as KeyValuePairs<String, Any>,
+            "users": Fixtures.minimalUsers,
+        ]).get()
+        #expect(config.mqtt.url == BrokerURL(host: "broker", port: 1884, tls: false))
+        #expect(config.mqtt.baseTopic == "home")
+        #expect(config.mqtt.reconnectMax == 60)
+        #expect(config.http.sessionTTL == 7 * 86_400)
+        #expect(config.source.kind == .rest)
+        #expect(config.source.interval == 0.5)
+        #expect(config.source.lightsCommand.method == "PUT")
+        #expect(config.homeAssistant.prefix == "ha")
+        #expect(config.cluster.index == 2)
+        #expect(config.log.level == .debug)
+    }
+
+    @Test func environmentOverridesTheFile() throws {
+        let config = try load(
+            ["mqtt": ["base_topic": "file"] as KeyValuePairs<String, Any>, "users": Fixtures.minimalUsers],
+            environment: ["SMARTHOME_MQTT_BASE_TOPIC": "env", "SMARTHOME_MQTT_URL": "mqtt://10.0.0.1",
+                          "SMARTHOME_HTTP_PORT": "1234", "SMARTHOME_HTTP_LEGACY_ROUTES": "true",
+                          "SMARTHOME_HOMEASSISTANT_DISCOVERY": "false", "SMARTHOME_SOURCE_INTERVAL": "1"]
+        ).get()
+        #expect(config.mqtt.baseTopic == "env")
+        #expect(config.mqtt.url == BrokerURL(host: "10.0.0.1", port: 1883, tls: false))
+        #expect(config.http.port == 1234)
+        #expect(config.http.legacyRoutes)
+        #expect(!config.homeAssistant.discovery)
+        #expect(config.source.interval == 1)
+        #expect(ConfigLoader.environmentName(of: "mqtt.tls.ca") == "SMARTHOME_MQTT_TLS_CA")
+    }
+
+    @Test func badEnvironmentValuesNameTheVariable() {
+        let found = issues(["users": Fixtures.minimalUsers], environment: ["SMARTHOME_MQTT_QOS": "7"])
+        #expect(found.map(\.path) == ["mqtt.qos (from SMARTHOME_MQTT_QOS)"])
+    }
+
+    @Test func everyProblemIsReportedWithItsKeyPath() {
+        let found = issues([
+            "mqtt": ["url": "http://x", "qos": 3, "keepalive": "soon", "colour": "red"] as KeyValuePairs<String, Any>,
+            "http": ["port": 70000, "legacy_routes": "maybe"] as KeyValuePairs<String, Any>,
+            "source": ["kind": "magic", "interval": "-1"] as KeyValuePairs<String, Any>,
+            "log": ["level": "loud"] as KeyValuePairs<String, Any>,
+            "extra": 1,
+            "users": [
+                ["id": "1", "username": "a", "password_hash": "plain", "rooms": ["Kitchen", "kitchen"]]
+                    as KeyValuePairs<String, Any>,
+                ["id": "a/b", "username": "b", "password_hash": "$argon2id$x",
+                 "rooms": [["name": "Attic", "sensors": ["Temperature", "Pressure"]] as KeyValuePairs<String, Any>]]
+                    as KeyValuePairs<String, Any>,
+                ["username": "c", "password_hash": "$argon2id$x", "rooms": [] as [Any]] as KeyValuePairs<String, Any>,
+            ],
+        ])
+        let paths = Set(found.map(\.path))
+        for expected in [
+            "mqtt.url", "mqtt.qos", "mqtt.keepalive", "mqtt.colour", "http.port", "http.legacy_routes", "source.kind",
+            "source.interval", "log.level", "extra", "users[0].password_hash", "users[0].rooms[1].id", "users[1].id",
+            "users[1].rooms[0].sensors[1]", "users[2].id", "users[2].rooms",
+        ] {
+            #expect(paths.contains(expected), "no issue for \(expected) in \(found.map(\.description))")
+        }
+        #expect(found.first { $0.path == "mqtt.colour" }?.message == "is not a known key")
+        #expect(found.first { $0.path == "users[1].rooms[0].sensors[1]" }?.message.contains("Pressure") == true)
+    }
+
+    @Test func usersAreRequiredAndUnique() {
+        #expect(issues([:]).map(\.path) == ["users"])
+        let duplicate = issues(["users": Fixtures.minimalUsers + Fixtures.minimalUsers])
+        #expect(duplicate.map(\.path) == ["users[1].id"])
+    }
+
+    @Test func reservedTopicLevelsAreRefused() {
+        let found = issues(["users": [
+            ["id": "bridge", "username": "a", "password_hash": "$argon2id$x", "rooms": ["Events"]]
+                as KeyValuePairs<String, Any>,
+        ]])
+        #expect(Set(found.map(\.path)) == ["users[0].id", "users[0].rooms[0].name"])
+    }
+
+    @Test func brokerURLs() throws {
+        #expect(try BrokerURL.parse("mqtt://localhost").get() == BrokerURL(host: "localhost", port: 1883, tls: false))
+        #expect(try BrokerURL.parse("mqtts://h:8884").get() == BrokerURL(host: "h", port: 8884, tls: true))
+        #expect(try BrokerURL.parse("mqtt://[::1]:1999").get() == BrokerURL(host: "::1", port: 1999, tls: false))
+        #expect(try BrokerURL.parse("mqtts://example").get().port == 8883)
+        for bad in ["tcp://h", "mqtt://", "mqtt://h:0", "mqtt://h:x", "mqtt://[::1", "mqtt://user@h"] {
+            #expect((try? BrokerURL.parse(bad).get()) == nil, "\(bad) accepted")
+        }
+    }
+
+    @Test func durations() {
+        #expect(ConfigLoader.parseDuration("30") == 30)
+        #expect(ConfigLoader.parseDuration("0.5") == 0.5)
+        #expect(ConfigLoader.parseDuration("500ms") == 0.5)
+        #expect(ConfigLoader.parseDuration("5m") == 300)
+        #expect(ConfigLoader.parseDuration("2h") == 7200)
+        #expect(ConfigLoader.parseDuration("30d") == 2_592_000)
+        #expect(ConfigLoader.parseDuration("-1") == nil)
+        #expect(ConfigLoader.parseDuration("soon") == nil)
+    }
+}

@@ -1,0 +1,68 @@
+import Testing
+@testable import BridgeCore
+
+@Suite struct HTTPRoutesTests {
+    let home = Fixtures.home()
+    let healthy = HTTPRoutes.Health(mqttConnected: true, mqttProblem: nil, broker: "mqtt://b:1", uptimeSeconds: 1)
+
+    func routes(legacy: Bool = true) -> HTTPRoutes {
+        HTTPRoutes(legacyRoutes: legacy) { password, hash in hash == "$argon2id$hash-1" && password == "12345" }
+    }
+
+    func get(_ path: String, method: String = "GET", legacy: Bool = true,
+             health: HTTPRoutes.Health? = nil) -> (Int, String) {
+        let response = routes(legacy: legacy).respond(
+            to: HTTPRequest(method: method, path: path), home: { home }, health: { health ?? healthy })
+        return (response.status, String(decoding: response.body, as: UTF8.self))
+    }
+
+    @Test func seedRoutes() {
+        #expect(get("/login/Cemalettin/12345").1.hasPrefix(#"{"userID":"1","rooms":["livingroom""#))
+        #expect(get("/login/Cemalettin/wrong") == (200, #"{"userID":"0"}"#))
+        #expect(get("/login/Nobody/12345") == (200, #"{"userID":"0"}"#))
+        #expect(get("/rooms/2").1.hasPrefix(#"{"rooms":["Garden","Bathroom""#))
+        #expect(get("/rooms/1/Kitchen").1.hasPrefix(#"{"SensorNames":["Temperature","Humidity","Lights","Gas"]"#))
+        #expect(get("/rooms/1/kitchen").0 == 200)
+        #expect(get("/rooms/1/KITCHEN").0 == 200)
+    }
+
+    @Test func unknownThingsAre404WithTheErrorShape() {
+        for path in ["/rooms/9", "/rooms/1/Attic", "/rooms/9/Kitchen", "/nothing", "/", "/rooms", "/rooms/1/Kitchen/x",
+                     "/login/a"] {
+            #expect(get(path) == (404, #"{"error":{"message":"Not found"}}"#), "\(path)")
+        }
+    }
+
+    @Test func legacyRoutesAreOffUnlessEnabled() {
+        #expect(get("/rooms/1", legacy: false).0 == 404)
+        #expect(get("/login/Cemalettin/12345", legacy: false).0 == 404)
+        #expect(get("/healthz", legacy: false).0 == 200)
+    }
+
+    @Test func wrongMethodIs405() {
+        let response = routes().respond(to: HTTPRequest(method: "POST", path: "/rooms/1"), home: { home },
+                                        health: { healthy })
+        #expect(response.status == 405)
+        #expect(response.header("Allow") == "GET, HEAD")
+        #expect(String(decoding: response.body, as: UTF8.self) == #"{"error":{"message":"Method not allowed"}}"#)
+        #expect(get("/healthz", method: "DELETE").0 == 405)
+        #expect(get("/rooms/1", method: "HEAD").0 == 200)
+    }
+
+    @Test func healthzFollowsTheBroker() {
+        #expect(get("/healthz").0 == 200)
+        #expect(get("/healthz").1.hasPrefix(#"{"status":"ok","mqtt":"connected""#))
+        let down = HTTPRoutes.Health(mqttConnected: false, mqttProblem: "broker refused: not authorised",
+                                     broker: "mqtt://b:1", uptimeSeconds: 5)
+        let (status, body) = get("/healthz", health: down)
+        #expect(status == 503)
+        #expect(body.contains(#""mqtt":"disconnected""#))
+        #expect(body.contains("not authorised"))
+    }
+
+    @Test func jsonResponsesSayTheyAreJSON() {
+        let response = routes().respond(to: HTTPRequest(method: "GET", path: "/rooms/1"), home: { home },
+                                        health: { healthy })
+        #expect(response.header("content-type")?.hasPrefix("application/json") == true)
+    }
+}

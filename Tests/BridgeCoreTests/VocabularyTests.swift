@@ -1,0 +1,66 @@
+import Testing
+@testable import BridgeCore
+
+@Suite struct VocabularyTests {
+    @Test func numbersHaveThreeSignificantDigits() {
+        #expect(SensorValue.number(25.7).mqttPayload == "25.7")
+        #expect(SensorValue.number(25.0).mqttPayload == "25.0")
+        #expect(SensorValue.number(55.24).mqttPayload == "55.2")
+        #expect(SensorValue.number(26.96).mqttPayload == "27.0")
+        #expect(SensorValue.number(5.123).mqttPayload == "5.12")
+        #expect(SensorValue.number(100.4).mqttPayload == "100")
+        #expect(SensorValue.number(0).mqttPayload == "0.00")
+        #expect(SensorValue.number(-3.14159).mqttPayload == "-3.14")
+    }
+
+    @Test func seedWordsAndMQTTPayloads() {
+        #expect(SensorValue.binary(true).seedText(for: .lights) == "On")
+        #expect(SensorValue.binary(false).seedText(for: .lights) == "Off")
+        #expect(SensorValue.binary(true).seedText(for: .movement) == "Detected")
+        #expect(SensorValue.binary(false).seedText(for: .movement) == "Not-Detected")
+        #expect(SensorValue.binary(true).seedText(for: .gas) == "Gas")
+        #expect(SensorValue.binary(false).seedText(for: .gas) == "Okey")
+        #expect(SensorValue.binary(true).mqttPayload == "ON")
+        #expect(SensorValue.binary(false).mqttPayload == "OFF")
+    }
+
+    @Test func iconsAreIdsForNumbersAndWordsForTheRest() {
+        #expect(SensorValue.number(25.7).seedIcon(for: .temperature) == "temperature")
+        #expect(SensorValue.number(55).seedIcon(for: .humidity) == "humidity")
+        #expect(SensorValue.binary(false).seedIcon(for: .gas) == "Okey")
+        #expect(SensorValue.binary(true).seedIcon(for: .lights) == "On")
+    }
+
+    @Test func sensorKindsByNameInAnyCase() {
+        #expect(SensorKind(name: "Temperature") == .temperature)
+        #expect(SensorKind(name: "GAS") == .gas)
+        #expect(SensorKind(name: "Pressure") == nil)
+        #expect(SensorKind.temperature.unit == "°C")
+        #expect(SensorKind.humidity.unit == "%")
+        #expect(SensorKind.lights.unit == nil)
+    }
+
+    @Test func defaultSensorSetsFollowTheOriginal() {
+        #expect(Room.defaultSensors(forRoomNamed: "Kitchen") == [.temperature, .humidity, .lights, .gas])
+        #expect(Room.defaultSensors(forRoomNamed: "bathroom") == [.temperature, .humidity, .lights, .gas])
+        #expect(Room.defaultSensors(forRoomNamed: "Garden") == [.temperature, .humidity, .lights, .movement])
+    }
+
+    @Test func seedShapesAreExact() {
+        let home = Fixtures.home()
+        let user = home.users[0]
+        #expect(SeedShapes.login(user).serialized
+            == #"{"userID":"1","rooms":["livingroom","bathroom","bedroom","kitchen","garden","saloon","babyroom","balcony"]}"#)
+        #expect(SeedShapes.loginFailed.serialized == #"{"userID":"0"}"#)
+        #expect(SeedShapes.rooms(home.users[1]).serialized.hasPrefix(#"{"rooms":["Garden","Bathroom","#))
+        #expect(SeedShapes.rooms(home.users[1]).serialized.contains(#""roomsicon":["garden","bathroom","#))
+        let kitchen = SeedShapes.room(user.room(named: "Kitchen")!, user: "1", in: home).serialized
+        #expect(kitchen.hasPrefix(#"{"SensorNames":["Temperature","Humidity","Lights","Gas"],"SensorIcon":["temperature","humidity","Off","Okey"],"SensorValues":[""#))
+        #expect(SeedShapes.error("Not found").serialized == #"{"error":{"message":"Not found"}}"#)
+    }
+
+    @Test func jsonEscapesStrings() {
+        let value = JSONValue.object([("a\"b", .string("line\nbreak\u{1}\\")), ("n", .number(1.5)), ("i", .integer(3))])
+        #expect(value.serialized == #"{"a\"b":"line\nbreak\u0001\\","n":1.5,"i":3}"#)
+    }
+}

@@ -1,0 +1,98 @@
+import BridgeCore
+import BridgeHTTP
+import Testing
+
+@Suite("Oversized and malformed requests are refused without harming the server")
+struct RequestLimitTests {
+    private static let limits = HTTPServerConfiguration(port: 0, maxHeaderBytes: 4096, maxBodyBytes: 1024)
+    private static let tooLargeJSON = #"{"error":{"message":"Request body too large"}}"#
+
+    @Test func declaredBodyOverLimitGets413AndHandlerIsNotCalled() throws {
+        let (server, recorder) = try startRecordingServer(Self.limits)
+        defer { server.stop() }
+
+        // Only the head is sent: the server must answer from Content-Length alone, without reading a body.
+        let response = try #require(exchange(port: server.port,
+            "POST /big HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1025\r\nConnection: close\r\n\r\n"))
+
+        #expect(response.status == 413)
+        #expect(response.header("Content-Type") == "application/json")
+        #expect(response.bodyText == Self.tooLargeJSON)
+        #expect(recorder.all.isEmpty)
+        #expect(ping(port: server.port)?.status == 200)
+    }
+
+    @Test func chunkedBodyOverLimitGets413AndHandlerIsNotCalled() throws {
+        let (server, recorder) = try startRecordingServer(Self.limits)
+        defer { server.stop() }
+
+        let chunk = String(repeating: "x", count: 600)
+        let response = try #require(exchange(port: server.port,
+            "POST /big HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+                + "258\r\n\(chunk)\r\n258\r\n\(chunk)\r\n0\r\n\r\n"))
+
+        #expect(response.status == 413)
+        #expect(response.bodyText == Self.tooLargeJSON)
+        #expect(recorder.all.isEmpty)
+        #expect(ping(port: server.port)?.status == 200)
+    }
+
+    @Test func bodyExactlyAtLimitIsAccepted() throws {
+        let (server, recorder) = try startRecordingServer(Self.limits)
+        defer { server.stop() }
+
+        let body = String(repeating: "y", count: 1024)
+        let response = try #require(exchange(port: server.port,
+            "POST /fits HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1024\r\nConnection: close\r\n\r\n\(body)"))
+
+        #expect(response.status == 200)
+        #expect(recorder.all.map(\.body.count) == [1024])
+    }
+
+    @Test func headersJustOverLimitGet431AndHandlerIsNotCalled() throws {
+        let (server, recorder) = try startRecordingServer(Self.limits)
+        defer { server.stop() }
+
+        let response = try #require(exchange(port: server.port,
+            "GET / HTTP/1.1\r\nHost: localhost\r\nX-Big: \(String(repeating: "h", count: 4200))\r\n"
+                + "Connection: close\r\n\r\n"))
+
+        #expect(response.status == 431)
+        #expect(recorder.all.isEmpty)
+        #expect(ping(port: server.port)?.status == 200)
+    }
+
+    /// Requests MHD must refuse by itself, before the handler could see them.
+    enum RefusedRequest: String, CaseIterable, Sendable {
+        case garbageRequestLine
+        case hugeHeaders
+        case hugeRequestLine
+
+        var bytes: [UInt8] {
+            let huge = String(repeating: "z", count: 200 * 1024)
+            return switch self {
+            case .garbageRequestLine: Array("GARBAGE\r\n\r\n".utf8)
+            case .hugeHeaders: Array("GET / HTTP/1.1\r\nHost: localhost\r\nX-Huge: \(huge)\r\n\r\n".utf8)
+            case .hugeRequestLine: Array("GET /\(huge) HTTP/1.1\r\nHost: localhost\r\n\r\n".utf8)
+            }
+        }
+    }
+
+    @Test(arguments: RefusedRequest.allCases)
+    func refusedRequestLeavesServerServing(_ refused: RefusedRequest) throws {
+        let (server, recorder) = try startRecordingServer(Self.limits)
+        defer { server.stop() }
+
+        let connection = try #require(RawHTTPConnection(port: server.port))
+        // The server may close before everything is written; a failed send is part of being refused.
+        connection.send(refused.bytes)
+        let response = connection.readResponse()
+
+        // Refused means an error status or a connection closed without any response.
+        if let response {
+            #expect((400..<500).contains(response.status), "got \(response.status)")
+        }
+        #expect(recorder.all.isEmpty)
+        #expect(ping(port: server.port)?.status == 200)
+    }
+}
