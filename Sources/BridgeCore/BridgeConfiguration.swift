@@ -7,6 +7,8 @@ public struct BridgeConfiguration: Sendable {
     public struct MQTT: Sendable {
         /// `nil`: start the embedded broker.
         public var url: BrokerURL? = nil
+        /// The port the embedded broker tries first (0: any free port).
+        public var embeddedPort = 1883
         public var baseTopic = "smarthome"
         /// `nil`: `smarthome-bridge-<base topic>`, so two bridges with different base topics coexist.
         public var clientID: String? = nil

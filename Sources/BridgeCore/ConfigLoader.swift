@@ -6,7 +6,7 @@ public struct ConfigLoader {
     /// Every scalar key the file may set. The environment variable of a key is `SMARTHOME_` and
     /// the path in upper case with dots as underscores (`mqtt.base_topic` → `SMARTHOME_MQTT_BASE_TOPIC`).
     public static let scalarKeys: [String] = [
-        "mqtt.url", "mqtt.base_topic", "mqtt.client_id", "mqtt.username", "mqtt.password", "mqtt.password_file",
+        "mqtt.url", "mqtt.embedded_port", "mqtt.base_topic", "mqtt.client_id", "mqtt.username", "mqtt.password", "mqtt.password_file",
         "mqtt.qos", "mqtt.keepalive", "mqtt.reconnect_min", "mqtt.reconnect_max", "mqtt.max_queued",
         "mqtt.tls.ca", "mqtt.tls.cert", "mqtt.tls.key", "mqtt.tls.verify",
         "http.bind", "http.port", "http.legacy_routes", "http.session_ttl", "http.max_connections",
@@ -204,6 +204,7 @@ public struct ConfigLoader {
             case .failure(let problem): issue("mqtt.url", problem.message, line: values["mqtt.url"]?.line ?? 0)
             }
         }
+        mqtt.embeddedPort = int("mqtt.embedded_port", in: 0...65_535, default: mqtt.embeddedPort)
         if let base = string("mqtt.base_topic") {
             if let problem = Topics.validateBase(base) {
                 issue("mqtt.base_topic", problem, line: values["mqtt.base_topic"]?.line ?? 0)

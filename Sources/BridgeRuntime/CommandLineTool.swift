@@ -116,11 +116,15 @@ public enum CommandLineTool {
             broker = url
         } else {
             do {
-                let started = try await EmbeddedBroker.start()
+                let started = try await EmbeddedBroker.start(preferredPort: configuration.mqtt.embeddedPort)
                 embedded = started
                 broker = BrokerURL(host: started.host, port: started.port, tls: false)
                 logger.info("no mqtt.url set: started the embedded mosquitto broker",
                             ["listening": "mqtt://\(started.host):\(started.port)"])
+                if started.port != configuration.mqtt.embeddedPort, configuration.mqtt.embeddedPort != 0 {
+                    logger.warning("port \(configuration.mqtt.embeddedPort) was taken (another broker?): "
+                        + "watch with mosquitto_sub -p \(started.port) -v -t '\(configuration.mqtt.baseTopic)/#'")
+                }
             } catch {
                 logger.error("cannot start the embedded broker", ["error": error.description])
                 return 1

@@ -27,14 +27,18 @@ public final class EmbeddedBroker: Sendable {
 
     /// Starts mosquitto and waits until it accepts connections. Its warnings and errors go to a
     /// log file in its folder, which start-up failures quote.
-    public static func start() async throws(Failure) -> EmbeddedBroker {
+    /// - Parameter preferredPort: tried first, so `mosquitto_sub` without `-p` finds the broker;
+    ///   when it is taken (another broker?), or 0, any free port is used.
+    public static func start(preferredPort: Int) async throws(Failure) -> EmbeddedBroker {
         guard let executable = findExecutable() else {
             throw Failure(description: "mosquitto is not installed (apt-get install mosquitto), and mqtt.url is not set")
         }
         var lastProblem = "no free port"
+        var candidates: [Int?] = [nil, nil, nil]
+        if preferredPort > 0, !LoopbackPort.isAccepting(port: preferredPort) { candidates.insert(preferredPort, at: 0) }
         // A port found free can be taken before mosquitto binds it; try a few.
-        for _ in 0..<3 {
-            guard let port = LoopbackPort.free() else { continue }
+        for candidate in candidates {
+            guard let port = candidate ?? LoopbackPort.free() else { continue }
             do {
                 return try await launch(executable: executable, port: port)
             } catch {
@@ -80,6 +84,9 @@ public final class EmbeddedBroker: Sendable {
         while Date() < deadline, process.isRunning, !LoopbackPort.isAccepting(port: port) {
             try? await Task.sleep(for: .milliseconds(20))
         }
+        // Another process listening on the port would answer too; a mosquitto that could not bind
+        // exits at once, so one still running a moment later is the one listening.
+        try? await Task.sleep(for: .milliseconds(100))
         guard process.isRunning, LoopbackPort.isAccepting(port: port) else {
             let output = (try? String(contentsOf: logFile, encoding: .utf8)) ?? ""
             broker.stop()

@@ -1,13 +1,27 @@
 import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// Small socket helpers for services on this machine's loopback interface.
 public enum LoopbackPort {
-    /// A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it). Another process may
-    /// take it before the caller binds it, so callers that start a server retry on failure.
+    /// Ports this process has handed out: the OS may offer a port again as soon as its probe
+    /// socket is closed, and two servers started side by side must not both be told to use it.
+    private static let handedOut = Mutex<Set<Int>>([])
+
+    /// A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it) and that this process
+    /// has not handed out before. Another process may take it before the caller binds it, so
+    /// callers that start a server check that their own process is the one listening.
     public static func free() -> Int? {
+        for _ in 0..<50 {
+            guard let port = probe() else { return nil }
+            if handedOut.withLock({ $0.insert(port).inserted }) { return port }
+        }
+        return nil
+    }
+
+    private static func probe() -> Int? {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { return nil }
         defer { close(fd) }

@@ -1,0 +1,81 @@
+import BridgeRuntime
+import Foundation
+
+/// The real `smarthome-bridge` executable, started with a config the test writes.
+final class BridgeProcess: @unchecked Sendable {
+    let httpPort: Int
+    let directory: URL
+    let logPath: String
+    private let process: ChildProcess
+
+    /// Starts the bridge with the demo users and rooms.
+    /// - Parameters:
+    ///   - broker: the test broker, or `nil` to let the bridge start its embedded one.
+    ///   - settings: extra YAML put before the users (e.g. `source:\n  interval: 0.2\n`).
+    ///   - environment: extra `SMARTHOME_*` variables.
+    init(broker: TestBroker?, settings: String = "", environment: [String: String] = [:]) async throws {
+        directory = try TestFiles.makeDirectory("bridge")
+        guard let port = LoopbackPort.free() else { throw TestFailure("no free HTTP port") }
+        httpPort = port
+        let config = directory.appendingPathComponent("bridge.yaml")
+        try BridgeProcess.demoConfig(settings: settings).write(to: config, atomically: true, encoding: .utf8)
+        logPath = directory.appendingPathComponent("bridge.log").path
+        var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("SMARTHOME_") }
+        env["SMARTHOME_HTTP_PORT"] = String(port)
+        env["SMARTHOME_MQTT_EMBEDDED_PORT"] = "0"  // tests run side by side: never the shared 1883
+        if let broker { env["SMARTHOME_MQTT_URL"] = broker.url }
+        for (key, value) in environment { env[key] = value }
+        process = try ChildProcess.spawn(TestFiles.bridgeExecutable, ["--config", config.path], environment: env,
+                                         outputPath: logPath)
+        // Ready when its retained state is on the broker, so a subscriber that comes later gets it
+        // as retained messages.
+        guard await waitForRetainedPublish(count: 1) else {
+            process.terminate()
+            throw TestFailure("bridge did not publish its state; log:\n\(log)")
+        }
+    }
+
+    /// Waits until the bridge has published its whole retained state `count` times (once per
+    /// connection to a broker).
+    func waitForRetainedPublish(count: Int, timeout: Double = 15) async -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if log.components(separatedBy: "published retained state").count - 1 >= count { return true }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return false
+    }
+
+    /// The demo config's users and rooms (the hashes are of the demo passwords 12345 and 123456),
+    /// with legacy routes on and a quick simulation.
+    static func demoConfig(settings: String) throws -> String {
+        let demo = try String(contentsOf: TestFiles.repositoryRoot.appendingPathComponent("config/bridge.yaml"),
+                              encoding: .utf8)
+        guard let users = demo.range(of: "\nusers:") else { throw TestFailure("demo config has no users") }
+        let base = settings.isEmpty ? "http:\n  legacy_routes: true\nsource:\n  interval: 0.2\n  seed: 7\n" : settings
+        return base + String(demo[users.lowerBound...])
+    }
+
+    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    var pid: Int32 { process.pid }
+
+    func signal(_ number: Int32) { process.signal(number) }
+
+    func waitForExit(timeout: Double) -> Int32? { process.waitForExit(timeout: timeout) }
+
+    /// Waits until the log contains `text`.
+    func waitForLog(_ text: String, timeout: Double = 10) async -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if log.contains(text) { return true }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return log.contains(text)
+    }
+
+    deinit {
+        process.terminate()
+        try? FileManager.default.removeItem(at: directory)
+    }
+}

@@ -1,0 +1,209 @@
+import BridgeCore
+import BridgeRuntime
+import Foundation
+import Testing
+
+/// The bridge against a real mosquitto: retained state, commands, rejections, restarts.
+@Suite(.timeLimit(.minutes(2)))
+struct MQTTBridgeTests {
+    static let demoRooms: [String: [String]] = [
+        "1": ["livingroom", "bathroom", "bedroom", "kitchen", "garden", "saloon", "babyroom", "balcony"],
+        "2": ["garden", "bathroom", "bedroom", "kitchen", "saloon", "livingroom", "babyroom", "balcony"],
+    ]
+
+    /// Every topic the demo config's retained state consists of.
+    static var retainedTopics: Set<String> {
+        var topics: Set<String> = ["smarthome/bridge/state", "smarthome/bridge/info"]
+        for (user, rooms) in demoRooms {
+            for room in rooms {
+                topics.insert("smarthome/\(user)/\(room)")
+                let extra = room == "kitchen" || room == "bathroom" ? "gas" : "movement"
+                for sensor in ["temperature", "humidity", "lights", extra] {
+                    topics.insert("smarthome/\(user)/\(room)/\(sensor)")
+                }
+            }
+        }
+        return topics
+    }
+
+    /// Subscribes afresh and waits until every retained topic has arrived.
+    static func collectRetained(port: Int) async throws -> [String: String] {
+        let subscriber = try await TestSubscriber(broker: port, subscribe: ["smarthome/#"])
+        let wanted = retainedTopics
+        try await subscriber.waitFor(timeout: 10) { _ in
+            wanted.isSubset(of: Set(subscriber.messages.filter(\.retain).map(\.topic)))
+        }
+        var values: [String: String] = [:]
+        for message in subscriber.messages where message.retain { values[message.topic] = message.text }
+        return values
+    }
+
+    @Test func allSixteenRoomsArePublishedRetainedInTheContractsVocabulary() async throws {
+        let broker = try await TestBroker()
+        let bridge = try await BridgeProcess(broker: broker)
+        _ = bridge
+        let values = try await Self.collectRetained(port: broker.port)
+        #expect(Set(values.keys).isSuperset(of: Self.retainedTopics))
+        #expect(values["smarthome/bridge/state"] == "online")
+        for (topic, payload) in values {
+            switch topic.split(separator: "/").last! {
+            case "temperature": #expect((25.0...27.0).contains(Double(payload) ?? 0), "\(topic)=\(payload)")
+            case "humidity": #expect((50.0...60.0).contains(Double(payload) ?? 0), "\(topic)=\(payload)")
+            case "lights": #expect(payload == "OFF")
+            case "movement", "gas": #expect(["ON", "OFF"].contains(payload), "\(topic)=\(payload)")
+            default: break
+            }
+        }
+        let kitchen = try JSONDecoder().decode(SensorsModel.self, from: Data(values["smarthome/1/kitchen"]!.utf8))
+        #expect(kitchen.SensorNames == ["Temperature", "Humidity", "Lights", "Gas"])
+        #expect(kitchen.SensorValues[2] == "Off")
+        let info = try JSONSerialization.jsonObject(with: Data(values["smarthome/bridge/info"]!.utf8)) as? [String: Any]
+        #expect(info?["source"] as? String == "simulated")
+        #expect(info?["rooms"] as? Int == 16)
+        #expect(info?["version"] as? String == "0.1.0")
+    }
+
+    @Test func toggleFlipsTheLightOnMQTTAndHTTP() async throws {
+        let broker = try await TestBroker()
+        let bridge = try await BridgeProcess(broker: broker)
+        let client = try await TestSubscriber(broker: broker.port, subscribe: ["smarthome/1/#"])
+        try await client.waitFor("smarthome/1/kitchen/lights", payload: "OFF")
+        client.clear()
+
+        try client.publish("smarthome/1/kitchen/lights/set", "TOGGLE")
+        try await client.waitFor("smarthome/1/kitchen/lights", payload: "ON")
+        let roomJSON = try await client.waitFor { $0.topic == "smarthome/1/kitchen" && $0.text.contains("\"On\"") }
+        #expect(try JSONDecoder().decode(SensorsModel.self, from: Data(roomJSON.payload)).SensorValues[2] == "On")
+        let room = try await HTTP.get(bridge.httpPort, "/rooms/1/Kitchen")
+        #expect(try JSONDecoder().decode(SensorsModel.self, from: room.body).SensorValues[2] == "On")
+
+        for (payload, expected) in [("off", "Off"), (#"{"state":"ON"}"#, "On"), ("toggle", "Off")] {
+            client.clear()
+            try client.publish("smarthome/1/kitchen/lights/set", payload)
+            try await client.waitFor { $0.topic == "smarthome/1/kitchen" && $0.text.contains("\"\(expected)\",\"Okey\"]}") }
+            let body = try await HTTP.get(bridge.httpPort, "/rooms/1/kitchen").body
+            #expect(try JSONDecoder().decode(SensorsModel.self, from: body).SensorValues[2] == expected)
+        }
+        // The other user's kitchen was never touched.
+        let other = try await HTTP.get(bridge.httpPort, "/rooms/2/Kitchen")
+        #expect(try JSONDecoder().decode(SensorsModel.self, from: other.body).SensorValues[2] == "Off")
+    }
+
+    @Test func badCommandsAreRejectedWithAnEventAndChangeNothing() async throws {
+        let broker = try await TestBroker()
+        let bridge = try await BridgeProcess(broker: broker)
+        let client = try await TestSubscriber(broker: broker.port, subscribe: ["smarthome/1/#"])
+        try await client.waitFor("smarthome/1/kitchen/lights", payload: "OFF")
+
+        let cases: [(topic: String, payload: String, reason: String)] = [
+            ("smarthome/1/kitchen/lights/set", "bogus", "bad_payload"),
+            ("smarthome/1/kitchen/lights/set", #"{"state":"DIM"}"#, "bad_payload"),
+            ("smarthome/1/kitchen/lights/set", "", "bad_payload"),
+            ("smarthome/1/attic/lights/set", "ON", "unknown_room"),
+            ("smarthome/1/kitchen/temperature/set", "ON", "not_a_light"),
+        ]
+        for (topic, payload, reason) in cases {
+            try client.publish(topic, payload)
+            let event = try await client.waitFor {
+                $0.topic == "smarthome/1/events" && $0.text.contains("\"topic\":\"\(topic)\"")
+                    && $0.text.contains("\"reason\":\"\(reason)\"")
+            }
+            let json = try JSONSerialization.jsonObject(with: Data(event.payload)) as? [String: Any]
+            #expect(json?["type"] as? String == "command_rejected")
+            #expect((json?["message"] as? String)?.isEmpty == false)
+            #expect(event.retain == false)
+            client.clear()
+        }
+        // Unknown user: no events topic to tell, but a log line.
+        try client.publish("smarthome/9/kitchen/lights/set", "ON")
+        #expect(await bridge.waitForLog("reason=unknown_user"))
+
+        let body = try await HTTP.get(bridge.httpPort, "/rooms/1/Kitchen").body
+        #expect(try JSONDecoder().decode(SensorsModel.self, from: body).SensorValues[2] == "Off")
+        #expect(!client.messages.contains { $0.topic == "smarthome/1/kitchen/lights" && $0.text == "ON" })
+        #expect(bridge.log.contains("command rejected"))
+    }
+
+    @Test func aStaleRetainedCommandNeverSwitchesTheLight() async throws {
+        let broker = try await TestBroker()
+        let setup = try await TestSubscriber(broker: broker.port)
+        try setup.publish("smarthome/1/bedroom/lights/set", "ON", retain: true)
+        #expect(await setup.client.waitForPublished(timeout: 5))
+
+        let bridge = try await BridgeProcess(broker: broker)
+        #expect(await bridge.waitForLog("ignored a retained command"))
+        let body = try await HTTP.get(bridge.httpPort, "/rooms/1/Bedroom").body
+        #expect(try JSONDecoder().decode(SensorsModel.self, from: body).SensorValues[2] == "Off")
+        let values = try await Self.collectRetained(port: broker.port)
+        #expect(values["smarthome/1/bedroom/lights"] == "OFF")
+    }
+
+    @Test func brokerRestartIsSurvivedAndStateRepublished() async throws {
+        let broker = try await TestBroker()
+        let bridge = try await BridgeProcess(
+            broker: broker, environment: ["SMARTHOME_MQTT_RECONNECT_MIN": "1", "SMARTHOME_MQTT_RECONNECT_MAX": "2"])
+        #expect(await HTTP.waitForStatus(bridge.httpPort, "/healthz", 200))
+        let client = try await TestSubscriber(broker: broker.port, subscribe: ["smarthome/1/#"])
+        try client.publish("smarthome/1/garden/lights/set", "ON")
+        try await client.waitFor("smarthome/1/garden/lights", payload: "ON")
+
+        broker.kill()
+        #expect(await HTTP.waitForStatus(bridge.httpPort, "/healthz", 503))
+        let down = try await HTTP.get(bridge.httpPort, "/healthz")
+        #expect(down.text.contains("\"mqtt\":\"disconnected\""))
+
+        try await broker.start()  // a fresh broker: no persistence, no retained messages
+        #expect(await HTTP.waitForStatus(bridge.httpPort, "/healthz", 200))
+        #expect(await bridge.waitForRetainedPublish(count: 2))
+        let values = try await Self.collectRetained(port: broker.port)
+        #expect(values["smarthome/bridge/state"] == "online")
+        #expect(values["smarthome/1/garden/lights"] == "ON", "state from before the restart is kept")
+        #expect(bridge.log.contains("lost connection to broker"))
+    }
+
+    @Test func cleanShutdownPublishesOfflineAndAKillLeavesTheLastWill() async throws {
+        let broker = try await TestBroker()
+        let watcher = try await TestSubscriber(broker: broker.port, subscribe: ["smarthome/bridge/state"])
+
+        let first = try await BridgeProcess(broker: broker)
+        try await watcher.waitFor("smarthome/bridge/state", payload: "online")
+        watcher.clear()
+        first.signal(SIGTERM)
+        #expect(first.waitForExit(timeout: 10) == 0)
+        try await watcher.waitFor("smarthome/bridge/state", payload: "offline")
+        #expect(first.log.contains("stopped"))
+
+        let second = try await BridgeProcess(broker: broker)
+        try await watcher.waitFor("smarthome/bridge/state", payload: "online")
+        watcher.clear()
+        second.signal(SIGKILL)
+        try await watcher.waitFor("smarthome/bridge/state", payload: "offline")  // the broker's last will
+
+        let third = try await BridgeProcess(broker: broker)
+        try await watcher.waitFor("smarthome/bridge/state", payload: "online")
+        watcher.clear()
+        third.signal(SIGINT)
+        #expect(third.waitForExit(timeout: 10) == 0)
+        try await watcher.waitFor("smarthome/bridge/state", payload: "offline")
+    }
+
+    @Test func withoutAnMQTTURLTheBridgeRunsItsOwnBroker() async throws {
+        let bridge = try await BridgeProcess(broker: nil)
+        #expect(await bridge.waitForLog("started the embedded mosquitto broker"))
+        let line = bridge.log.split(separator: "\n").first { $0.contains("listening=mqtt://127.0.0.1:") }
+        let port = try #require(line.flatMap { Int($0.split(separator: ":").last!) })
+        let values = try await Self.collectRetained(port: port)
+        #expect(values.count >= Self.retainedTopics.count)
+
+        bridge.signal(SIGTERM)
+        #expect(bridge.waitForExit(timeout: 10) == 0)
+        #expect(!LoopbackPort.isAccepting(port: port), "the embedded broker stops with the bridge")
+    }
+}
+
+/// The iPhone app's model of a room's sensors, exactly as the app declares it.
+struct SensorsModel: Decodable {
+    let SensorNames: [String]
+    let SensorValues: [String]
+    let SensorIcon: [String]
+}

@@ -1,0 +1,109 @@
+import BridgeRuntime
+import Foundation
+
+/// A real mosquitto on a free loopback port, started by the test and stopped when the test ends.
+final class TestBroker: @unchecked Sendable {
+    private(set) var port = 0
+    let directory: URL
+    private var process: ChildProcess?
+
+    init() async throws {
+        directory = try TestFiles.makeDirectory("broker")
+        var lastError: Error?
+        for _ in 0..<3 {
+            guard let port = LoopbackPort.free() else { continue }
+            do {
+                self.port = port
+                try await start()
+                return
+            } catch {
+                lastError = error
+            }
+        }
+        throw lastError ?? TestFailure("no free port for mosquitto")
+    }
+
+    var url: String { "mqtt://127.0.0.1:\(port)" }
+
+    /// Starts (or restarts, on the same port) the broker without persistence, as a fresh one.
+    func start() async throws {
+        let config = directory.appendingPathComponent("mosquitto.conf")
+        try """
+            listener \(port) 127.0.0.1
+            allow_anonymous true
+            persistence false
+            log_dest stderr
+            log_type error
+            log_type warning
+
+            """.write(to: config, atomically: true, encoding: .utf8)
+        let process = try ChildProcess.spawn(
+            TestFiles.mosquitto, ["-c", config.path], outputPath: directory.appendingPathComponent("log").path)
+        self.process = process
+        let accepting = await LoopbackPort.waitUntilAccepting(port: port, timeout: 10)
+        // A mosquitto that could not bind exits at once; still running now means it is the listener.
+        try await Task.sleep(for: .milliseconds(100))
+        guard accepting, process.isRunning else {
+            process.terminate()
+            throw TestFailure("mosquitto did not start on port \(port)")
+        }
+    }
+
+    /// Kills the broker at once (no clean shutdown), as a crash would.
+    func kill() {
+        process?.signal(SIGKILL)
+        _ = process?.waitForExit(timeout: 5)
+        process = nil
+    }
+
+    func stop() {
+        process?.terminate()
+        process = nil
+    }
+
+    deinit {
+        stop()
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    var description: String
+
+    init(_ description: String) {
+        self.description = description
+    }
+}
+
+/// Paths the tests need.
+enum TestFiles {
+    /// The bridge executable, built beside the test bundle.
+    static var bridgeExecutable: String {
+        let testBinary = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        var directory = testBinary.deletingLastPathComponent()
+        // The test binary may sit inside a bundle folder (`*.xctest/...`); walk up to the build folder.
+        while !FileManager.default.fileExists(atPath: directory.appendingPathComponent("smarthome-bridge").path),
+              directory.path != "/" {
+            directory.deleteLastPathComponent()
+        }
+        return directory.appendingPathComponent("smarthome-bridge").path
+    }
+
+    static var mosquitto: String {
+        ["/usr/sbin/mosquitto", "/usr/local/sbin/mosquitto", "/usr/bin/mosquitto"]
+            .first { FileManager.default.isExecutableFile(atPath: $0) } ?? "mosquitto"
+    }
+
+    /// The repository's root (for the demo config).
+    static var repositoryRoot: URL {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    }
+
+    static func makeDirectory(_ name: String) throws -> URL {
+        let directory = FileManager.default.temporaryDirectory
+            .appendingPathComponent("smarthome-tests-\(name)-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: directory.path)
+        return directory
+    }
+}
