@@ -16,6 +16,9 @@ let package = Package(
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        // libcrypto only for mosquitto's own password-file format (PBKDF2-HMAC-SHA512), which libsodium lacks.
+        .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
 
         // The domain and the contract's shapes: no C imports, no I/O.
         .target(name: "BridgeCore"),
@@ -24,18 +27,22 @@ let package = Package(
         .target(name: "BridgeMQTT", dependencies: ["CMosquitto"]),
         .target(name: "BridgeHTTP", dependencies: ["CMicroHTTPD", "BridgeCore"]),
         .target(name: "BridgeYAML", dependencies: ["CYAML", "BridgeCore"]),
-        .target(name: "BridgeCrypto", dependencies: ["CSodium"]),
+        .target(name: "BridgeCrypto", dependencies: ["CSodium", "COpenSSL"]),
+        .target(name: "BridgeStorage", dependencies: ["CSQLite", "BridgeCore"]),
 
         // Services wired from the core and the adapters.
-        .target(name: "BridgeRuntime", dependencies: ["BridgeCore", "BridgeMQTT", "BridgeHTTP", "BridgeYAML", "BridgeCrypto"]),
+        .target(name: "BridgeRuntime", dependencies: ["BridgeCore", "BridgeMQTT", "BridgeHTTP", "BridgeYAML", "BridgeCrypto", "BridgeStorage"]),
         .executableTarget(name: "smarthome-bridge", dependencies: ["BridgeRuntime"]),
 
         .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore"]),
         .testTarget(name: "BridgeHTTPTests", dependencies: ["BridgeHTTP", "BridgeCore"]),
         .testTarget(name: "BridgeYAMLTests", dependencies: ["BridgeYAML", "BridgeCore"]),
+        .testTarget(name: "BridgeStorageTests", dependencies: ["BridgeStorage", "BridgeCore"]),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["BridgeCore", "BridgeMQTT", "BridgeHTTP", "BridgeYAML", "BridgeCrypto", "BridgeRuntime"]
+            dependencies: [
+                "BridgeCore", "BridgeMQTT", "BridgeHTTP", "BridgeYAML", "BridgeCrypto", "BridgeStorage", "BridgeRuntime",
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -249,7 +249,7 @@ public struct ConfigLoader {
         http.bind = nonEmptyString("http.bind") ?? http.bind
         http.port = int("http.port", in: 0...65_535, default: http.port)
         http.legacyRoutes = bool("http.legacy_routes", default: http.legacyRoutes)
-        http.sessionTTL = duration("http.session_ttl", in: 60...(3650 * 86_400), default: http.sessionTTL)
+        http.sessionTTL = duration("http.session_ttl", in: 1...(3650 * 86_400), default: http.sessionTTL)
         http.maxConnections = int("http.max_connections", in: 1...100_000, default: http.maxConnections)
         http.maxConnectionsPerAddress = int("http.max_connections_per_address", in: 1...100_000,
                                             default: http.maxConnectionsPerAddress)

@@ -1,5 +1,5 @@
-/// The HTTP routes of the seed backend and the bridge's health check, as pure functions of the
-/// request and the current state (contract section 3 and `/healthz`).
+/// The bridge's HTTP routes as functions of the request and the current state: the seed backend's
+/// routes (contract section 3), the authenticated API (section 4) and `/healthz`.
 public struct HTTPRoutes: Sendable {
     /// What `/healthz` reports.
     public struct Health: Sendable {
@@ -18,17 +18,29 @@ public struct HTTPRoutes: Sendable {
     }
 
     public var legacyRoutes: Bool
-    /// Checks a password against a user's hash (`nil` for an unknown user, which must take as
-    /// long as a wrong password).
-    public var verifyPassword: @Sendable (_ password: String, _ hash: String?) -> Bool
+    public var loginGate: LoginGate
+    public var sessions: SessionServices
+    /// Runs a light command through the bridge's one command path.
+    public var switchLight: @Sendable (_ user: String, _ room: String, LightCommand) -> Result<Reading, CommandRejection>
 
-    public init(legacyRoutes: Bool, verifyPassword: @escaping @Sendable (String, String?) -> Bool) {
+    public init(
+        legacyRoutes: Bool,
+        loginGate: LoginGate,
+        sessions: SessionServices,
+        switchLight: @escaping @Sendable (String, String, LightCommand) -> Result<Reading, CommandRejection>
+    ) {
         self.legacyRoutes = legacyRoutes
-        self.verifyPassword = verifyPassword
+        self.loginGate = loginGate
+        self.sessions = sessions
+        self.switchLight = switchLight
     }
 
     /// Answers one request. `home` and `health` are read only if the route needs them.
     public func respond(to request: HTTPRequest, home: () -> Home, health: () -> Health) -> HTTPResponse {
+        HTTPRoutes.secured(route(request, home: home, health: health))
+    }
+
+    private func route(_ request: HTTPRequest, home: () -> Home, health: () -> Health) -> HTTPResponse {
         let segments = request.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
         let method = request.method == "HEAD" ? "GET" : request.method
 
@@ -36,9 +48,12 @@ public struct HTTPRoutes: Sendable {
         case ["healthz"]:
             guard method == "GET" else { return HTTPRoutes.methodNotAllowed(allow: "GET, HEAD") }
             return healthz(health())
+        case _ where segments.count >= 2 && segments[0] == "api" && segments[1] == "v1":
+            return api(request, method: method, path: Array(segments.dropFirst(2)), home: home)
         case _ where legacyRoutes && segments.count == 3 && segments[0] == "login":
             guard method == "GET" else { return HTTPRoutes.methodNotAllowed(allow: "GET, HEAD") }
-            return login(username: segments[1], password: segments[2], home: home())
+            return legacyLogin(username: segments[1], password: segments[2], address: request.clientAddress,
+                               home: home())
         case _ where legacyRoutes && (segments.count == 2 || segments.count == 3) && segments[0] == "rooms":
             guard method == "GET" else { return HTTPRoutes.methodNotAllowed(allow: "GET, HEAD") }
             let home = home()
@@ -51,12 +66,12 @@ public struct HTTPRoutes: Sendable {
         }
     }
 
-    private func login(username: String, password: String, home: Home) -> HTTPResponse {
-        let user = home.user(username: username)
-        guard verifyPassword(password, user?.passwordHash), let user else {
-            return HTTPRoutes.json(SeedShapes.loginFailed)
+    private func legacyLogin(username: String, password: String, address: String, home: Home) -> HTTPResponse {
+        switch loginGate.attempt(username: username, password: password, address: address, in: home) {
+        case .granted(let user): return HTTPRoutes.json(SeedShapes.login(user))
+        case .denied: return HTTPRoutes.json(SeedShapes.loginFailed)
+        case .throttled(let wait): return HTTPRoutes.tooManyRequests(retryAfter: wait)
         }
-        return HTTPRoutes.json(SeedShapes.login(user))
     }
 
     private func healthz(_ health: Health) -> HTTPResponse {
@@ -73,6 +88,29 @@ public struct HTTPRoutes: Sendable {
     }
 
     // MARK: Responses
+
+    /// Headers every response carries: no sniffing, no framing, no referrer, nothing cached, and a
+    /// content policy that lets a JSON answer do nothing if a browser opens it.
+    public static let securityHeaders: [(name: String, value: String)] = [
+        ("X-Content-Type-Options", "nosniff"),
+        ("X-Frame-Options", "DENY"),
+        ("Referrer-Policy", "no-referrer"),
+        ("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'"),
+    ]
+
+    static func secured(_ response: HTTPResponse) -> HTTPResponse {
+        var response = response
+        for header in securityHeaders where response.header(header.name) == nil {
+            response.headers.append(header)
+        }
+        return response
+    }
+
+    public static func tooManyRequests(retryAfter seconds: Int) -> HTTPResponse {
+        var response = error(429, "Too many failed logins; try again in \(seconds) s")
+        response.headers.append(("Retry-After", String(seconds)))
+        return response
+    }
 
     public static func json(_ value: JSONValue, status: Int = 200) -> HTTPResponse {
         HTTPResponse(

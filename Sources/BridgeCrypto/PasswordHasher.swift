@@ -11,6 +11,9 @@ public enum PasswordHasher {
     /// libsodium must be initialised once before use; it is safe to call from any thread.
     private static let ready: Bool = sodium_init() >= 0
 
+    /// Whether libsodium started; touching it initialises the library once.
+    static var isReady: Bool { ready }
+
     /// A valid hash of a random password: verifying unknown users against it costs the same time
     /// as verifying a real user, so timing does not tell which usernames exist.
     public static let decoyHash: String = (try? hash(password: "decoy-\(UInt64.random(in: 0...UInt64.max))")) ?? ""

@@ -2,6 +2,7 @@ import BridgeCore
 import BridgeCrypto
 import BridgeHTTP
 import BridgeMQTT
+import BridgeStorage
 import Foundation
 
 /// The running bridge: simulated readings out to MQTT, light commands in, the same state served
@@ -12,27 +13,40 @@ public final class Bridge: Sendable {
 
     private let configuration: BridgeConfiguration
     private let logger: Logger
-    private let topics: Topics
-    private let store: HomeStore
+    private let controller: HomeController
     private let mqtt: MQTTClient
     private let http: HTTPServer
     private let brokerAddress: String
     private let startedAt = Date()
 
-    /// Sets the bridge up without connecting or listening yet.
+    /// Sets the bridge up (opens the database) without connecting or listening yet.
     /// - Parameters:
     ///   - broker: where to connect; the embedded broker's address when `mqtt.url` is not set.
     public init(configuration: BridgeConfiguration, broker: BrokerURL, logger: Logger) throws {
         self.configuration = configuration
         self.logger = logger
-        topics = Topics(base: configuration.mqtt.baseTopic)
-        store = HomeStore(home: Home(users: configuration.users), refresh: configuration.publish.refresh)
         brokerAddress = broker.description
         mqtt = try MQTTClient(configuration: Bridge.mqttConfiguration(configuration, broker: broker))
-        let routes = HTTPRoutes(legacyRoutes: configuration.http.legacyRoutes) { password, hash in
-            PasswordHasher.verify(password: password, userHash: hash)
+        let database: Database
+        do {
+            database = try Database(path: configuration.storage.path)
+        } catch {
+            throw RuntimeError("cannot open storage.path \(configuration.storage.path): \(error.description)")
         }
-        let store = store
+        controller = HomeController(configuration: configuration, logger: logger, mqtt: mqtt, startedAt: startedAt)
+        let routes = HTTPRoutes(
+            legacyRoutes: configuration.http.legacyRoutes,
+            loginGate: LoginGate(
+                verifyPassword: { password, hash in PasswordHasher.verify(password: password, userHash: hash) },
+                now: { Date().timeIntervalSinceReferenceDate }
+            ),
+            sessions: Bridge.sessionServices(SessionStore(database: database), ttl: configuration.http.sessionTTL,
+                                             logger: logger),
+            switchLight: { [controller] user, room, command in
+                controller.execute(command, user: user, room: room, source: "api")
+            }
+        )
+        let store = controller.store
         let mqtt = mqtt
         let brokerAddress = brokerAddress
         let startedAt = startedAt
@@ -54,6 +68,41 @@ public final class Bridge: Sendable {
 
     /// The port the HTTP server listens on (useful when `http.port` is 0).
     public var httpPort: Int { http.port }
+
+    /// Sessions in the database; tokens are stored only as hashes. Storage failures are logged
+    /// and answered as 500 by the routes.
+    static func sessionServices(_ sessions: SessionStore, ttl: Double, logger: Logger) -> SessionServices {
+        SessionServices(
+            create: { userID in
+                let token = SessionToken.generate()
+                let now = Date()
+                do {
+                    try sessions.create(tokenHash: SessionToken.hash(token), userID: userID, now: now,
+                                        expiresAt: now.addingTimeInterval(ttl))
+                } catch {
+                    logger.error("cannot store a session", ["error": "\(error)"])
+                    throw error
+                }
+                return token
+            },
+            resolve: { token in
+                do {
+                    return try sessions.userID(tokenHash: SessionToken.hash(token), now: Date())
+                } catch {
+                    logger.error("cannot read sessions", ["error": "\(error)"])
+                    throw error
+                }
+            },
+            revoke: { token in
+                do {
+                    try sessions.revoke(tokenHash: SessionToken.hash(token))
+                } catch {
+                    logger.error("cannot revoke a session", ["error": "\(error)"])
+                    throw error
+                }
+            }
+        )
+    }
 
     static func mqttConfiguration(_ configuration: BridgeConfiguration, broker: BrokerURL) throws -> MQTTConfiguration {
         let mqtt = configuration.mqtt
@@ -109,8 +158,8 @@ public final class Bridge: Sendable {
                 + "turn http.legacy_routes off unless an old app needs them")
         }
         let simulator = Simulator(users: configuration.users, seed: seed())
-        record(simulator.initialReadings(), publish: false)
-        try mqtt.subscribe(topics.commandFilter, qos: configuration.mqtt.qos)
+        controller.record(simulator.initialReadings(), publish: false)
+        try mqtt.subscribe(controller.topics.commandFilter, qos: configuration.mqtt.qos)
         try mqtt.start()
         logger.info("connecting to broker", ["broker": brokerAddress, "client_id": configuration.mqtt.effectiveClientID])
 
@@ -125,7 +174,7 @@ public final class Bridge: Sendable {
                     } else {
                         await Task.yield()
                     }
-                    self.record(simulator.step(), publish: true)
+                    self.controller.record(simulator.step(), publish: true)
                 }
             }
         }
@@ -142,7 +191,7 @@ public final class Bridge: Sendable {
     private func shutdown() async {
         logger.info("shutting down")
         do {
-            try mqtt.publish(topic: topics.bridgeState, text: "offline", qos: 1, retain: true)
+            try mqtt.publish(topic: controller.topics.bridgeState, text: "offline", qos: 1, retain: true)
             if !(await mqtt.waitForPublished(timeout: 2)) {
                 logger.warning("broker did not acknowledge everything before shutdown")
             }
@@ -160,7 +209,7 @@ public final class Bridge: Sendable {
             case .connected:
                 logger.info("connected to broker", ["broker": brokerAddress])
                 wasConnected = true
-                publishEverything()
+                controller.publishEverything()
             case .refused(let reason):
                 logger.error("broker refused: \(reason)", ["broker": brokerAddress])
             case .disconnected(let unexpected, let reason):
@@ -171,151 +220,11 @@ public final class Bridge: Sendable {
                 }
                 wasConnected = false
             case .message(let message):
-                handleCommand(message)
+                controller.handleCommand(message)
             }
         }
     }
 
-    // MARK: Publishing
-
-    /// Publishes state, info and every current value, retained: after every (re)connect, so a
-    /// broker that restarted without persistence has the whole home again.
-    private func publishEverything() {
-        let info = BridgeInfo(version: Bridge.version, sourceKind: configuration.source.kind.rawValue,
-                              users: configuration.users, startedAt: startedAt)
-        publish(topics.bridgeState, "online")
-        publish(topics.bridgeInfo, info.json.serialized)
-        let messages: [(String, String)] = store.withLock { state in
-            let now = store.now
-            var messages: [(String, String)] = []
-            for reading in state.home.allReadings {
-                messages.append((topics.sensor(user: reading.user, room: reading.room, sensor: reading.sensor),
-                                 reading.value.mqttPayload))
-            }
-            for user in state.home.users {
-                for room in user.rooms {
-                    messages.append((topics.room(user: user.id, room: room.id),
-                                     SeedShapes.room(room, user: user.id, in: state.home).serialized))
-                }
-            }
-            for (topic, payload) in messages { state.tracker.markPublished(topic: topic, payload: payload, now: now) }
-            return messages
-        }
-        for (topic, payload) in messages { publish(topic, payload) }
-        logger.info("published retained state", ["messages": String(messages.count + 2)])
-    }
-
-    /// Stores readings and publishes those whose payload changed (or whose refresh is due), then
-    /// the JSON of each room that had a reading published, and a `gas` event when gas comes or goes.
-    private func record(_ readings: [Reading], publish shouldPublish: Bool) {
-        let time = Date()
-        let (messages, events) = store.withLock { state -> ([(String, String)], [(String, String)]) in
-            let now = store.now
-            var messages: [(String, String)] = []
-            var events: [(String, String)] = []
-            var touchedRooms: [RoomKey] = []
-            for reading in readings {
-                let key = RoomKey(user: reading.user, room: reading.room)
-                let changed = state.home.record(reading, at: time)
-                guard shouldPublish else { continue }
-                if reading.sensor == .gas, changed, case .binary(let detected) = reading.value {
-                    events.append((topics.events(user: reading.user),
-                                   BridgeEvent.gas(room: reading.room, detected: detected, at: time).serialized))
-                }
-                let topic = topics.sensor(user: reading.user, room: reading.room, sensor: reading.sensor)
-                let payload = reading.value.mqttPayload
-                if state.tracker.shouldPublish(topic: topic, payload: payload, now: now) {
-                    messages.append((topic, payload))
-                    if touchedRooms.last != key, !touchedRooms.contains(key) { touchedRooms.append(key) }
-                }
-            }
-            for key in touchedRooms {
-                guard let user = state.home.user(id: key.user), let room = user.rooms.first(where: { $0.id == key.room })
-                else { continue }
-                let topic = topics.room(user: key.user, room: key.room)
-                let payload = SeedShapes.room(room, user: key.user, in: state.home).serialized
-                if state.tracker.shouldPublish(topic: topic, payload: payload, now: now) {
-                    messages.append((topic, payload))
-                }
-            }
-            return (messages, events)
-        }
-        for (topic, payload) in messages { publish(topic, payload) }
-        for (topic, payload) in events { publish(topic, payload, retain: false) }
-    }
-
-    private func publish(_ topic: String, _ payload: String, retain: Bool = true) {
-        do {
-            try mqtt.publish(topic: topic, text: payload, qos: configuration.mqtt.qos, retain: retain)
-        } catch {
-            // QoS 0 while disconnected: the value goes out again on reconnect anyway.
-            logger.debug("publish failed", ["topic": topic, "error": error.description])
-        }
-    }
-
-    // MARK: Commands
-
-    private func handleCommand(_ message: MQTTMessage) {
-        guard let target = topics.parseCommandTopic(message.topic) else {
-            logger.warning("ignored message on an unexpected topic", ["topic": message.topic])
-            return
-        }
-        if message.retain {
-            logger.warning("ignored a retained command: a stale retained /set message must never switch lights; "
-                + "clear it with an empty retained publish", ["topic": message.topic])
-            return
-        }
-        let command: LightCommand
-        switch store.home.commandTarget(user: target.user, room: target.room, sensor: target.sensor)
-            .flatMap({ _ in LightCommand.parse(message.payload) })
-        {
-        case .success(let parsed): command = parsed
-        case .failure(let rejection):
-            reject(rejection, topic: message.topic, user: target.user, room: target.room, source: "mqtt")
-            return
-        }
-        _ = execute(command, user: target.user, room: target.room, source: "mqtt", topic: message.topic)
-    }
-
-    /// Applies a light command and publishes the result: the one path every command takes,
-    /// whatever it came through.
-    @discardableResult
-    public func execute(_ command: LightCommand, user: String, room: String, source: String, topic: String? = nil)
-        -> Result<Reading, CommandRejection>
-    {
-        let time = Date()
-        let outcome = store.withLock { state -> Result<(Reading, [(String, String)]), CommandRejection> in
-            state.home.apply(command, user: user, room: room, at: time).map { reading in
-                let now = store.now
-                let sensorTopic = topics.sensor(user: reading.user, room: reading.room, sensor: .lights)
-                var messages = [(sensorTopic, reading.value.mqttPayload)]
-                if let owner = state.home.user(id: reading.user), let target = owner.room(named: reading.room) {
-                    messages.append((topics.room(user: reading.user, room: reading.room),
-                                     SeedShapes.room(target, user: reading.user, in: state.home).serialized))
-                }
-                for (topic, payload) in messages { state.tracker.markPublished(topic: topic, payload: payload, now: now) }
-                return (reading, messages)
-            }
-        }
-        switch outcome {
-        case .success(let (reading, messages)):
-            for (topic, payload) in messages { publish(topic, payload) }
-            logger.info("light switched", ["user": reading.user, "room": reading.room, "command": command.rawValue,
-                                           "state": reading.value.mqttPayload, "source": source])
-            return .success(reading)
-        case .failure(let rejection):
-            reject(rejection, topic: topic ?? topics.lightsSet(user: user, room: room), user: user, room: room,
-                   source: source)
-            return .failure(rejection)
-        }
-    }
-
-    private func reject(_ rejection: CommandRejection, topic: String, user: String, room: String, source: String) {
-        logger.warning("command rejected", ["topic": topic, "reason": rejection.code, "detail": rejection.description])
-        guard store.home.user(id: user) != nil else { return }
-        let event = BridgeEvent.commandRejected(topic: topic, room: room, rejection: rejection, source: source, at: Date())
-        publish(topics.events(user: user), event.serialized, retain: false)
-    }
 }
 
 /// A start-up problem outside any one library: names what went wrong.

@@ -6,7 +6,13 @@ import Testing
     let healthy = HTTPRoutes.Health(mqttConnected: true, mqttProblem: nil, broker: "mqtt://b:1", uptimeSeconds: 1)
 
     func routes(legacy: Bool = true) -> HTTPRoutes {
-        HTTPRoutes(legacyRoutes: legacy) { password, hash in hash == "$argon2id$hash-1" && password == "12345" }
+        HTTPRoutes(
+            legacyRoutes: legacy,
+            loginGate: LoginGate(verifyPassword: { password, hash in hash == "$argon2id$hash-1" && password == "12345" },
+                                 now: { 0 }),
+            sessions: SessionServices(create: { _ in "t" }, resolve: { _ in nil }, revoke: { _ in }),
+            switchLight: { _, _, _ in .failure(.retained) }
+        )
     }
 
     func get(_ path: String, method: String = "GET", legacy: Bool = true,

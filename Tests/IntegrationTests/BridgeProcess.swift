@@ -13,16 +13,23 @@ final class BridgeProcess: @unchecked Sendable {
     ///   - broker: the test broker, or `nil` to let the bridge start its embedded one.
     ///   - settings: extra YAML put before the users (e.g. `source:\n  interval: 0.2\n`).
     ///   - environment: extra `SMARTHOME_*` variables.
-    init(broker: TestBroker?, settings: String = "", environment: [String: String] = [:]) async throws {
+    ///   - extraUsers: YAML list items appended to the demo users.
+    ///   - storagePath: the database file, to share one between bridges started one after another.
+    init(
+        broker: TestBroker?, settings: String = "", extraUsers: String = "", storagePath: String? = nil,
+        environment: [String: String] = [:]
+    ) async throws {
         directory = try TestFiles.makeDirectory("bridge")
         guard let port = LoopbackPort.free() else { throw TestFailure("no free HTTP port") }
         httpPort = port
         let config = directory.appendingPathComponent("bridge.yaml")
-        try BridgeProcess.demoConfig(settings: settings).write(to: config, atomically: true, encoding: .utf8)
+        try (BridgeProcess.demoConfig(settings: settings) + extraUsers).write(to: config, atomically: true,
+                                                                              encoding: .utf8)
         logPath = directory.appendingPathComponent("bridge.log").path
         var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("SMARTHOME_") }
         env["SMARTHOME_HTTP_PORT"] = String(port)
         env["SMARTHOME_MQTT_EMBEDDED_PORT"] = "0"  // tests run side by side: never the shared 1883
+        env["SMARTHOME_STORAGE_PATH"] = storagePath ?? directory.appendingPathComponent("bridge.sqlite").path
         if let broker { env["SMARTHOME_MQTT_URL"] = broker.url }
         for (key, value) in environment { env[key] = value }
         process = try ChildProcess.spawn(TestFiles.bridgeExecutable, ["--config", config.path], environment: env,
@@ -53,7 +60,9 @@ final class BridgeProcess: @unchecked Sendable {
                               encoding: .utf8)
         guard let users = demo.range(of: "\nusers:") else { throw TestFailure("demo config has no users") }
         let base = settings.isEmpty ? "http:\n  legacy_routes: true\nsource:\n  interval: 0.2\n  seed: 7\n" : settings
-        return base + String(demo[users.lowerBound...])
+        var text = base + String(demo[users.lowerBound...])
+        if !text.hasSuffix("\n") { text += "\n" }
+        return text
     }
 
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }

@@ -92,10 +92,13 @@ enum HTTP {
         try await send(port, path, method: "GET")
     }
 
-    static func send(_ port: Int, _ path: String, method: String, body: Data? = nil) async throws -> Reply {
+    static func send(
+        _ port: Int, _ path: String, method: String, body: Data? = nil, token: String? = nil
+    ) async throws -> Reply {
         var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
         request.httpMethod = method
         request.httpBody = body
+        if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
         request.timeoutInterval = 10
         let (data, response) = try await URLSession.shared.data(for: request)
         guard let http = response as? HTTPURLResponse else { throw TestFailure("not an HTTP response") }

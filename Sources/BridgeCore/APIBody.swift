@@ -1,0 +1,64 @@
+import Foundation
+
+/// The JSON bodies the API accepts, parsed from untrusted bytes with a message naming what is wrong.
+public enum APIBody {
+    /// A body that could not be used: answered with 400 and this message.
+    public struct Problem: Error, Sendable, Equatable {
+        public var message: String
+
+        public init(_ message: String) {
+            self.message = message
+        }
+    }
+
+    public struct Login: Sendable, Equatable {
+        public var username: String
+        public var password: String
+    }
+
+    /// `{"username":"...","password":"..."}`.
+    public static func login(_ bytes: [UInt8]) -> Result<Login, Problem> {
+        object(bytes).flatMap { fields in
+            string(fields, "username").flatMap { username in
+                string(fields, "password").map { Login(username: username, password: $0) }
+            }
+        }
+    }
+
+    /// `{"state":"ON"|"OFF"|"TOGGLE"}` (any case).
+    public static func lights(_ bytes: [UInt8]) -> Result<LightCommand, Problem> {
+        object(bytes).flatMap { fields in
+            string(fields, "state").flatMap { word in
+                guard let command = LightCommand(rawValue: word.uppercased()) else {
+                    return .failure(Problem("field \"state\" must be ON, OFF or TOGGLE"))
+                }
+                return .success(command)
+            }
+        }
+    }
+
+    /// The largest body looked at; the HTTP server refuses larger ones before this.
+    static let maxBytes = 64 * 1024
+
+    static func object(_ bytes: [UInt8]) -> Result<[String: Any], Problem> {
+        if bytes.isEmpty { return .failure(Problem("request body is empty; expected a JSON object")) }
+        if bytes.count > maxBytes { return .failure(Problem("request body is too large")) }
+        guard let parsed = try? JSONSerialization.jsonObject(with: Data(bytes)) else {
+            return .failure(Problem("request body is not valid JSON"))
+        }
+        guard let fields = parsed as? [String: Any] else {
+            return .failure(Problem("request body must be a JSON object"))
+        }
+        return .success(fields)
+    }
+
+    static func string(_ fields: [String: Any], _ name: String) -> Result<String, Problem> {
+        guard let value = fields[name], !(value is NSNull) else {
+            return .failure(Problem("field \"\(name)\" is required"))
+        }
+        guard let text = value as? String else { return .failure(Problem("field \"\(name)\" must be a string")) }
+        guard !text.isEmpty else { return .failure(Problem("field \"\(name)\" must not be empty")) }
+        guard text.utf8.count <= 1024 else { return .failure(Problem("field \"\(name)\" is too long")) }
+        return .success(text)
+    }
+}

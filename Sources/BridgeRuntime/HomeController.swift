@@ -1,0 +1,164 @@
+import BridgeCore
+import BridgeMQTT
+import Foundation
+
+/// The bridge's state and the one path every change takes: readings and commands are applied to
+/// the home, published over MQTT, and seen by HTTP at once.
+final class HomeController: Sendable {
+    let configuration: BridgeConfiguration
+    let logger: Logger
+    let topics: Topics
+    let store: HomeStore
+    private let mqtt: MQTTClient
+    private let startedAt: Date
+
+    init(configuration: BridgeConfiguration, logger: Logger, mqtt: MQTTClient, startedAt: Date) {
+        self.configuration = configuration
+        self.logger = logger
+        self.mqtt = mqtt
+        self.startedAt = startedAt
+        topics = Topics(base: configuration.mqtt.baseTopic)
+        store = HomeStore(home: Home(users: configuration.users), refresh: configuration.publish.refresh)
+    }
+
+    // MARK: Publishing
+
+    /// Publishes state, info and every current value, retained: after every (re)connect, so a
+    /// broker that restarted without persistence has the whole home again.
+    func publishEverything() {
+        let info = BridgeInfo(version: Bridge.version, sourceKind: configuration.source.kind.rawValue,
+                              users: configuration.users, startedAt: startedAt)
+        publish(topics.bridgeState, "online")
+        publish(topics.bridgeInfo, info.json.serialized)
+        let messages: [(String, String)] = store.withLock { state in
+            let now = store.now
+            var messages: [(String, String)] = []
+            for reading in state.home.allReadings {
+                messages.append((topics.sensor(user: reading.user, room: reading.room, sensor: reading.sensor),
+                                 reading.value.mqttPayload))
+            }
+            for user in state.home.users {
+                for room in user.rooms {
+                    messages.append((topics.room(user: user.id, room: room.id),
+                                     SeedShapes.room(room, user: user.id, in: state.home).serialized))
+                }
+            }
+            for (topic, payload) in messages { state.tracker.markPublished(topic: topic, payload: payload, now: now) }
+            return messages
+        }
+        for (topic, payload) in messages { publish(topic, payload) }
+        logger.info("published retained state", ["messages": String(messages.count + 2)])
+    }
+
+    /// Stores readings and publishes those whose payload changed (or whose refresh is due), then
+    /// the JSON of each room that had a reading published, and a `gas` event when gas comes or goes.
+    func record(_ readings: [Reading], publish shouldPublish: Bool) {
+        let time = Date()
+        let (messages, events) = store.withLock { state -> ([(String, String)], [(String, String)]) in
+            let now = store.now
+            var messages: [(String, String)] = []
+            var events: [(String, String)] = []
+            var touchedRooms: [RoomKey] = []
+            for reading in readings {
+                let key = RoomKey(user: reading.user, room: reading.room)
+                let changed = state.home.record(reading, at: time)
+                guard shouldPublish else { continue }
+                if reading.sensor == .gas, changed, case .binary(let detected) = reading.value {
+                    events.append((topics.events(user: reading.user),
+                                   BridgeEvent.gas(room: reading.room, detected: detected, at: time).serialized))
+                }
+                let topic = topics.sensor(user: reading.user, room: reading.room, sensor: reading.sensor)
+                let payload = reading.value.mqttPayload
+                if state.tracker.shouldPublish(topic: topic, payload: payload, now: now) {
+                    messages.append((topic, payload))
+                    if touchedRooms.last != key, !touchedRooms.contains(key) { touchedRooms.append(key) }
+                }
+            }
+            for key in touchedRooms {
+                guard let user = state.home.user(id: key.user), let room = user.rooms.first(where: { $0.id == key.room })
+                else { continue }
+                let topic = topics.room(user: key.user, room: key.room)
+                let payload = SeedShapes.room(room, user: key.user, in: state.home).serialized
+                if state.tracker.shouldPublish(topic: topic, payload: payload, now: now) {
+                    messages.append((topic, payload))
+                }
+            }
+            return (messages, events)
+        }
+        for (topic, payload) in messages { publish(topic, payload) }
+        for (topic, payload) in events { publish(topic, payload, retain: false) }
+    }
+
+    private func publish(_ topic: String, _ payload: String, retain: Bool = true) {
+        do {
+            try mqtt.publish(topic: topic, text: payload, qos: configuration.mqtt.qos, retain: retain)
+        } catch {
+            // QoS 0 while disconnected: the value goes out again on reconnect anyway.
+            logger.debug("publish failed", ["topic": topic, "error": error.description])
+        }
+    }
+
+    // MARK: Commands
+
+    func handleCommand(_ message: MQTTMessage) {
+        guard let target = topics.parseCommandTopic(message.topic) else {
+            logger.warning("ignored message on an unexpected topic", ["topic": message.topic])
+            return
+        }
+        if message.retain {
+            logger.warning("ignored a retained command: a stale retained /set message must never switch lights; "
+                + "clear it with an empty retained publish", ["topic": message.topic])
+            return
+        }
+        let command: LightCommand
+        switch store.home.commandTarget(user: target.user, room: target.room, sensor: target.sensor)
+            .flatMap({ _ in LightCommand.parse(message.payload) })
+        {
+        case .success(let parsed): command = parsed
+        case .failure(let rejection):
+            reject(rejection, topic: message.topic, user: target.user, room: target.room, source: "mqtt")
+            return
+        }
+        _ = execute(command, user: target.user, room: target.room, source: "mqtt", topic: message.topic)
+    }
+
+    /// Applies a light command and publishes the result: the one path every command takes,
+    /// whatever it came through.
+    @discardableResult
+    func execute(_ command: LightCommand, user: String, room: String, source: String, topic: String? = nil)
+        -> Result<Reading, CommandRejection>
+    {
+        let time = Date()
+        let outcome = store.withLock { state -> Result<(Reading, [(String, String)]), CommandRejection> in
+            state.home.apply(command, user: user, room: room, at: time).map { reading in
+                let now = store.now
+                let sensorTopic = topics.sensor(user: reading.user, room: reading.room, sensor: .lights)
+                var messages = [(sensorTopic, reading.value.mqttPayload)]
+                if let owner = state.home.user(id: reading.user), let target = owner.room(named: reading.room) {
+                    messages.append((topics.room(user: reading.user, room: reading.room),
+                                     SeedShapes.room(target, user: reading.user, in: state.home).serialized))
+                }
+                for (topic, payload) in messages { state.tracker.markPublished(topic: topic, payload: payload, now: now) }
+                return (reading, messages)
+            }
+        }
+        switch outcome {
+        case .success(let (reading, messages)):
+            for (topic, payload) in messages { publish(topic, payload) }
+            logger.info("light switched", ["user": reading.user, "room": reading.room, "command": command.rawValue,
+                                           "state": reading.value.mqttPayload, "source": source])
+            return .success(reading)
+        case .failure(let rejection):
+            reject(rejection, topic: topic ?? topics.lightsSet(user: user, room: room), user: user, room: room,
+                   source: source)
+            return .failure(rejection)
+        }
+    }
+
+    private func reject(_ rejection: CommandRejection, topic: String, user: String, room: String, source: String) {
+        logger.warning("command rejected", ["topic": topic, "reason": rejection.code, "detail": rejection.description])
+        guard store.home.user(id: user) != nil else { return }
+        let event = BridgeEvent.commandRejected(topic: topic, room: room, rejection: rejection, source: source, at: Date())
+        publish(topics.events(user: user), event.serialized, retain: false)
+    }
+}
