@@ -33,6 +33,10 @@ public final class Bridge: Sendable {
         } catch {
             throw RuntimeError("cannot open storage.path \(configuration.storage.path): \(error.description)")
         }
+        let sessions = SessionStore(database: database)
+        if let purged = try? sessions.purgeExpired(now: Date()), purged > 0 {
+            logger.info("removed expired sessions", ["count": String(purged)])
+        }
         controller = HomeController(configuration: configuration, logger: logger, mqtt: mqtt, startedAt: startedAt)
         let routes = HTTPRoutes(
             legacyRoutes: configuration.http.legacyRoutes,
@@ -40,7 +44,7 @@ public final class Bridge: Sendable {
                 verifyPassword: { password, hash in PasswordHasher.verify(password: password, userHash: hash) },
                 now: { Date().timeIntervalSinceReferenceDate }
             ),
-            sessions: Bridge.sessionServices(SessionStore(database: database), ttl: configuration.http.sessionTTL,
+            sessions: Bridge.sessionServices(sessions, ttl: configuration.http.sessionTTL,
                                              logger: logger),
             switchLight: { [controller] user, room, command in
                 controller.execute(command, user: user, room: room, source: "api")
