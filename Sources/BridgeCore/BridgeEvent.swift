@@ -17,6 +17,16 @@ public enum BridgeEvent {
         ])
     }
 
+    /// An alarm that fired.
+    public static func alarm(_ alarm: Alarm, firedAt time: Date) -> JSONValue {
+        .object([
+            ("type", .string("alarm")),
+            ("uuid", .string(alarm.uuid)),
+            ("title", .string(alarm.title)),
+            ("firedAt", .string(Timestamp.iso8601(time))),
+        ])
+    }
+
     /// A gas sensor that started or stopped detecting gas.
     public static func gas(room: String, detected: Bool, at time: Date) -> JSONValue {
         .object([

@@ -26,6 +26,17 @@ extension HTTPRoutes {
         case _ where path.count == 2 && path[0] == "rooms":
             guard method == "GET" else { return HTTPRoutes.methodNotAllowed(allow: "GET, HEAD") }
             return authenticated(request) { userID, _ in roomResponse(user: userID, room: path[1], home: home()) }
+        case _ where path.count == 3 && path[0] == "rooms" && path[2] == "history":
+            guard method == "GET" else { return HTTPRoutes.methodNotAllowed(allow: "GET, HEAD") }
+            return authenticated(request) { userID, _ in
+                guard let user = home().user(id: userID) else { return HTTPRoutes.unauthorized }
+                return historyRoute(request, room: path[1], user: user)
+            }
+        case _ where !path.isEmpty && path[0] == "alarms" && path.count <= 3:
+            return authenticated(request) { userID, _ in
+                guard let user = home().user(id: userID) else { return HTTPRoutes.unauthorized }
+                return alarmsRoute(request, method: method, path: path, user: user)
+            }
         case _ where path.count == 3 && path[0] == "rooms" && path[2] == "lights":
             guard method == "POST" else { return HTTPRoutes.methodNotAllowed(allow: "POST") }
             return authenticated(request) { userID, _ in

@@ -22,16 +22,26 @@ public struct HTTPRoutes: Sendable {
     public var sessions: SessionServices
     /// Runs a light command through the bridge's one command path.
     public var switchLight: @Sendable (_ user: String, _ room: String, LightCommand) -> Result<Reading, CommandRejection>
+    public var alarms: any AlarmRepository
+    public var history: any HistoryRepository
+    /// Orders alarm lists by time of day in the scheduler's time zone.
+    public var schedule: AlarmSchedule
 
     public init(
         legacyRoutes: Bool,
         loginGate: LoginGate,
         sessions: SessionServices,
+        alarms: any AlarmRepository,
+        history: any HistoryRepository,
+        schedule: AlarmSchedule,
         switchLight: @escaping @Sendable (String, String, LightCommand) -> Result<Reading, CommandRejection>
     ) {
         self.legacyRoutes = legacyRoutes
         self.loginGate = loginGate
         self.sessions = sessions
+        self.alarms = alarms
+        self.history = history
+        self.schedule = schedule
         self.switchLight = switchLight
     }
 

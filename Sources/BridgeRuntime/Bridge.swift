@@ -16,6 +16,9 @@ public final class Bridge: Sendable {
     private let controller: HomeController
     private let mqtt: MQTTClient
     private let http: HTTPServer
+    private let history: HistoryStore
+    private let recorder: HistoryRecorder
+    private let scheduler: AlarmScheduler
     private let brokerAddress: String
     private let startedAt = Date()
 
@@ -37,7 +40,16 @@ public final class Bridge: Sendable {
         if let purged = try? sessions.purgeExpired(now: Date()), purged > 0 {
             logger.info("removed expired sessions", ["count": String(purged)])
         }
-        controller = HomeController(configuration: configuration, logger: logger, mqtt: mqtt, startedAt: startedAt)
+        history = HistoryStore(database: database)
+        recorder = HistoryRecorder(store: history, logger: logger)
+        controller = HomeController(configuration: configuration, logger: logger, mqtt: mqtt, history: recorder,
+                                    startedAt: startedAt)
+        let schedule = AlarmSchedule(
+            timeZone: configuration.scheduler.timezone.flatMap(TimeZone.init(identifier:)) ?? .current,
+            grace: configuration.scheduler.grace
+        )
+        let alarms = AlarmStore(database: database)
+        scheduler = AlarmScheduler(store: alarms, schedule: schedule, controller: controller, logger: logger)
         let routes = HTTPRoutes(
             legacyRoutes: configuration.http.legacyRoutes,
             loginGate: LoginGate(
@@ -46,6 +58,9 @@ public final class Bridge: Sendable {
             ),
             sessions: Bridge.sessionServices(sessions, ttl: configuration.http.sessionTTL,
                                              logger: logger),
+            alarms: DatabaseAlarms(store: alarms),
+            history: DatabaseHistory(store: history),
+            schedule: schedule,
             switchLight: { [controller] user, room, command in
                 controller.execute(command, user: user, room: room, source: "api")
             }
@@ -163,12 +178,21 @@ public final class Bridge: Sendable {
         }
         let simulator = Simulator(users: configuration.users, seed: seed())
         controller.record(simulator.initialReadings(), publish: false)
+        do {
+            let restored = controller.restore(try history.lastValues())
+            if restored > 0 { logger.info("restored last values from the database", ["values": String(restored)]) }
+        } catch {
+            logger.error("cannot read the last values; starting from defaults", ["error": error.description])
+        }
         try mqtt.subscribe(controller.topics.commandFilter, qos: configuration.mqtt.qos)
         try mqtt.start()
         logger.info("connecting to broker", ["broker": brokerAddress, "client_id": configuration.mqtt.effectiveClientID])
 
         await withDiscardingTaskGroup { group in
             group.addTask { await self.handleEvents() }
+            group.addTask { await self.recorder.run(interval: 1) }
+            group.addTask { await self.scheduler.run() }
+            group.addTask { await self.pruneHistory() }
             group.addTask { [simulator] in
                 var simulator = simulator
                 let interval = self.configuration.source.interval
@@ -183,6 +207,20 @@ public final class Bridge: Sendable {
             }
         }
         await shutdown()
+    }
+
+    /// Deletes readings older than `storage.retention_days`, at start and then hourly.
+    private func pruneHistory() async {
+        while !Task.isCancelled {
+            let cutoff = Date().addingTimeInterval(-Double(configuration.storage.retentionDays) * 86_400)
+            do {
+                let pruned = try history.prune(before: cutoff)
+                if pruned > 0 { logger.info("pruned old history", ["rows": String(pruned)]) }
+            } catch {
+                logger.error("cannot prune history", ["error": error.description])
+            }
+            do { try await Task.sleep(for: .seconds(3600)) } catch { break }
+        }
     }
 
     private func seed() -> UInt64 {

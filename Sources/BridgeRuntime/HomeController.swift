@@ -1,5 +1,6 @@
 import BridgeCore
 import BridgeMQTT
+import BridgeStorage
 import Foundation
 
 /// The bridge's state and the one path every change takes: readings and commands are applied to
@@ -11,11 +12,15 @@ final class HomeController: Sendable {
     let store: HomeStore
     private let mqtt: MQTTClient
     private let startedAt: Date
+    /// Where every published reading is recorded.
+    private let history: HistoryRecorder
 
-    init(configuration: BridgeConfiguration, logger: Logger, mqtt: MQTTClient, startedAt: Date) {
+    init(configuration: BridgeConfiguration, logger: Logger, mqtt: MQTTClient, history: HistoryRecorder,
+         startedAt: Date) {
         self.configuration = configuration
         self.logger = logger
         self.mqtt = mqtt
+        self.history = history
         self.startedAt = startedAt
         topics = Topics(base: configuration.mqtt.baseTopic)
         store = HomeStore(home: Home(users: configuration.users), refresh: configuration.publish.refresh)
@@ -54,10 +59,12 @@ final class HomeController: Sendable {
     /// the JSON of each room that had a reading published, and a `gas` event when gas comes or goes.
     func record(_ readings: [Reading], publish shouldPublish: Bool) {
         let time = Date()
-        let (messages, events) = store.withLock { state -> ([(String, String)], [(String, String)]) in
+        let (messages, events, rows) = store.withLock {
+            state -> ([(String, String)], [(String, String)], [HistoryStore.Row]) in
             let now = store.now
             var messages: [(String, String)] = []
             var events: [(String, String)] = []
+            var rows: [HistoryStore.Row] = []
             var touchedRooms: [RoomKey] = []
             for reading in readings {
                 let key = RoomKey(user: reading.user, room: reading.room)
@@ -71,6 +78,8 @@ final class HomeController: Sendable {
                 let payload = reading.value.mqttPayload
                 if state.tracker.shouldPublish(topic: topic, payload: payload, now: now) {
                     messages.append((topic, payload))
+                    rows.append(HistoryStore.Row(user: reading.user, room: reading.room, sensor: reading.sensor.id,
+                                                 time: time, value: payload))
                     if touchedRooms.last != key, !touchedRooms.contains(key) { touchedRooms.append(key) }
                 }
             }
@@ -83,10 +92,11 @@ final class HomeController: Sendable {
                     messages.append((topic, payload))
                 }
             }
-            return (messages, events)
+            return (messages, events, rows)
         }
         for (topic, payload) in messages { publish(topic, payload) }
         for (topic, payload) in events { publish(topic, payload, retain: false) }
+        history.add(rows)
     }
 
     private func publish(_ topic: String, _ payload: String, retain: Bool = true) {
@@ -145,6 +155,8 @@ final class HomeController: Sendable {
         switch outcome {
         case .success(let (reading, messages)):
             for (topic, payload) in messages { publish(topic, payload) }
+            history.add([HistoryStore.Row(user: reading.user, room: reading.room, sensor: SensorKind.lights.id, time: time,
+                                          value: reading.value.mqttPayload)])
             logger.info("light switched", ["user": reading.user, "room": reading.room, "command": command.rawValue,
                                            "state": reading.value.mqttPayload, "source": source])
             return .success(reading)
@@ -155,10 +167,39 @@ final class HomeController: Sendable {
         }
     }
 
+    /// Publishes a JSON event on the user's events topic (not retained).
+    func publishEvent(user: String, _ event: JSONValue) {
+        publish(topics.events(user: user), event.serialized, retain: false)
+    }
+
+    /// Puts back the last values recorded before a restart (lights above all: they change only by
+    /// command, so without this a restart would switch every light off).
+    func restore(_ rows: [HistoryStore.Row]) -> Int {
+        store.withLock { state in
+            var restored = 0
+            for row in rows {
+                guard let sensor = SensorKind(rawValue: row.sensor),
+                      state.home.user(id: row.user)?.rooms.first(where: { $0.id == row.room })?.sensors.contains(sensor)
+                          == true
+                else { continue }
+                let value: SensorValue?
+                if sensor.isNumeric {
+                    value = Double(row.value).map(SensorValue.number)
+                } else {
+                    value = row.value == "ON" ? .binary(true) : row.value == "OFF" ? .binary(false) : nil
+                }
+                guard let value else { continue }
+                state.home.record(Reading(user: row.user, room: row.room, sensor: sensor, value: value), at: row.time)
+                restored += 1
+            }
+            return restored
+        }
+    }
+
     private func reject(_ rejection: CommandRejection, topic: String, user: String, room: String, source: String) {
         logger.warning("command rejected", ["topic": topic, "reason": rejection.code, "detail": rejection.description])
         guard store.home.user(id: user) != nil else { return }
-        let event = BridgeEvent.commandRejected(topic: topic, room: room, rejection: rejection, source: source, at: Date())
-        publish(topics.events(user: user), event.serialized, retain: false)
+        publishEvent(user: user, BridgeEvent.commandRejected(topic: topic, room: room, rejection: rejection, source: source,
+                                                             at: Date()))
     }
 }

@@ -21,5 +21,52 @@ public struct Migration: Sendable {
             """,
             "CREATE INDEX sessions_expiry ON sessions (expires_at)",
         ]),
+        Migration(version: 2, statements: [
+            """
+            CREATE TABLE readings (
+                user_id TEXT NOT NULL,
+                room_id TEXT NOT NULL,
+                sensor TEXT NOT NULL,
+                t REAL NOT NULL,
+                value TEXT NOT NULL
+            )
+            """,
+            "CREATE INDEX readings_by_sensor ON readings (user_id, room_id, sensor, t)",
+            "CREATE INDEX readings_by_time ON readings (t)",
+            """
+            CREATE TABLE sensor_state (
+                user_id TEXT NOT NULL,
+                room_id TEXT NOT NULL,
+                sensor TEXT NOT NULL,
+                value TEXT NOT NULL,
+                updated_at REAL NOT NULL,
+                PRIMARY KEY (user_id, room_id, sensor)
+            )
+            """,
+            """
+            CREATE TABLE alarms (
+                uuid TEXT PRIMARY KEY,
+                user_id TEXT NOT NULL,
+                title TEXT NOT NULL,
+                fire_date REAL NOT NULL,
+                is_enabled INTEGER NOT NULL,
+                repeats TEXT NOT NULL,
+                action_room TEXT,
+                action_lights TEXT,
+                handled_through REAL NOT NULL,
+                created_at REAL NOT NULL
+            )
+            """,
+            "CREATE INDEX alarms_by_user ON alarms (user_id)",
+            """
+            CREATE TABLE alarm_firings (
+                id INTEGER PRIMARY KEY,
+                uuid TEXT NOT NULL,
+                occurrence REAL NOT NULL,
+                fired_at REAL NOT NULL,
+                skipped INTEGER NOT NULL
+            )
+            """,
+        ]),
     ]
 }

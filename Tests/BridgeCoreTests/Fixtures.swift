@@ -1,3 +1,4 @@
+import Foundation
 @testable import BridgeCore
 
 /// The demo's users, built in code so core tests need no file or parser.
@@ -39,4 +40,17 @@ enum Fixtures {
         ["id": "1", "username": "Cemalettin", "password_hash": "$argon2id$v=19$x", "rooms": ["Kitchen", "Garden"]]
             as KeyValuePairs<String, Any>,
     ] }
+
+    struct NoAlarms: AlarmRepository {
+        func alarms(userID: String) throws -> [Alarm] { [] }
+        func alarm(uuid: String, userID: String) throws -> Alarm? { nil }
+        func create(_ alarm: Alarm) throws {}
+        func update(_ alarm: Alarm) throws -> Bool { false }
+        func delete(uuid: String, userID: String) throws -> Bool { false }
+    }
+
+    struct NoHistory: HistoryRepository {
+        func points(user: String, room: String, sensor: String, since: Date, limit: Int) throws
+            -> [(time: Date, value: String)] { [] }
+    }
 }

@@ -11,6 +11,9 @@ import Testing
             loginGate: LoginGate(verifyPassword: { password, hash in hash == "$argon2id$hash-1" && password == "12345" },
                                  now: { 0 }),
             sessions: SessionServices(create: { _ in "t" }, resolve: { _ in nil }, revoke: { _ in }),
+            alarms: Fixtures.NoAlarms(),
+            history: Fixtures.NoHistory(),
+            schedule: AlarmSchedule(timeZone: .gmt, grace: 600),
             switchLight: { _, _, _ in .failure(.retained) }
         )
     }

@@ -1,0 +1,136 @@
+import Foundation
+
+/// A user's alarm (contract section 4): a title and a time, on or off, once or daily, and
+/// optionally an action on one of the user's rooms' lights.
+public struct Alarm: Sendable, Equatable {
+    public enum Repeats: String, Sendable, CaseIterable {
+        case daily
+        case never
+    }
+
+    public struct Action: Sendable, Equatable {
+        public var room: String
+        public var lights: LightCommand
+
+        public init(room: String, lights: LightCommand) {
+            self.room = room
+            self.lights = lights
+        }
+    }
+
+    public var uuid: String
+    public var userID: String
+    public var title: String
+    public var fireDate: Date
+    public var isEnabled: Bool
+    public var repeats: Repeats
+    public var action: Action?
+
+    public init(uuid: String, userID: String, title: String, fireDate: Date, isEnabled: Bool, repeats: Repeats,
+                action: Action?) {
+        self.uuid = uuid
+        self.userID = userID
+        self.title = title
+        self.fireDate = fireDate
+        self.isEnabled = isEnabled
+        self.repeats = repeats
+        self.action = action
+    }
+
+    /// The contract's JSON shape.
+    public var json: JSONValue {
+        var members: [(String, JSONValue)] = [
+            ("uuid", .string(uuid)),
+            ("title", .string(title)),
+            ("fireDate", .string(Alarm.format(fireDate))),
+            ("isEnabled", .bool(isEnabled)),
+            ("repeats", .string(repeats.rawValue)),
+        ]
+        if let action {
+            members.append(("action", .object([("room", .string(action.room)), ("lights", .string(action.lights.rawValue))])))
+        }
+        return .object(members)
+    }
+
+    /// `2026-12-01T07:00:00Z`: whole seconds, UTC.
+    public static func format(_ date: Date) -> String {
+        Date.ISO8601FormatStyle().format(date)
+    }
+
+    /// Accepts ISO 8601 with or without fractional seconds, with `Z` or an offset.
+    public static func parseDate(_ text: String) -> Date? {
+        if let date = try? Date.ISO8601FormatStyle().parse(text) { return date }
+        return try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text)
+    }
+}
+
+/// The editable fields of an alarm, validated from an API body.
+public struct AlarmDraft: Sendable, Equatable {
+    public var title: String
+    public var fireDate: Date
+    public var isEnabled: Bool
+    public var repeats: Alarm.Repeats
+    public var action: Alarm.Action?
+
+    /// Parses and validates `{"title","fireDate","isEnabled"?,"repeats"?,"action"?}`; `rooms` are
+    /// the ids of the user's own rooms, the only ones an action may name.
+    public static func parse(_ bytes: [UInt8], rooms: [Room]) -> Result<AlarmDraft, APIBody.Problem> {
+        APIBody.object(bytes).flatMap { fields in
+            let known: Set<String> = ["uuid", "title", "fireDate", "isEnabled", "repeats", "action"]
+            if let unknown = fields.keys.sorted().first(where: { !known.contains($0) }) {
+                return .failure(.init("field \"\(unknown)\" is not an alarm field"))
+            }
+            let title: String
+            switch APIBody.string(fields, "title") {
+            case .success(let text): title = text
+            case .failure(let problem): return .failure(problem)
+            }
+            let trimmed = title.trimmingCharacters(in: .whitespacesAndNewlines)
+            guard (1...100).contains(trimmed.count) else {
+                return .failure(.init("field \"title\" must be 1 to 100 characters"))
+            }
+            guard let dateText = fields["fireDate"] as? String, let fireDate = Alarm.parseDate(dateText) else {
+                return .failure(.init("field \"fireDate\" must be an ISO 8601 date and time, e.g. 2026-12-01T07:00:00Z"))
+            }
+            var isEnabled = true
+            if let value = fields["isEnabled"] {
+                guard let number = value as? NSNumber, JSONBoolean.isBoolean(number) else {
+                    return .failure(.init("field \"isEnabled\" must be true or false"))
+                }
+                isEnabled = number.boolValue
+            }
+            var repeats = Alarm.Repeats.never
+            if let value = fields["repeats"] {
+                guard let word = value as? String, let parsed = Alarm.Repeats(rawValue: word) else {
+                    return .failure(.init("field \"repeats\" must be \"daily\" or \"never\""))
+                }
+                repeats = parsed
+            }
+            var action: Alarm.Action?
+            if let value = fields["action"], !(value is NSNull) {
+                guard let object = value as? [String: Any] else {
+                    return .failure(.init("field \"action\" must be an object {\"room\":...,\"lights\":...}"))
+                }
+                guard let roomName = object["room"] as? String,
+                      let room = rooms.first(where: { $0.id == roomName.lowercased() || $0.name == roomName }),
+                      room.sensors.contains(.lights)
+                else {
+                    return .failure(.init("field \"action.room\" must name one of your rooms with lights"))
+                }
+                guard let word = object["lights"] as? String, let command = LightCommand(rawValue: word.uppercased()) else {
+                    return .failure(.init("field \"action.lights\" must be ON, OFF or TOGGLE"))
+                }
+                action = Alarm.Action(room: room.id, lights: command)
+            }
+            return .success(AlarmDraft(title: trimmed, fireDate: fireDate, isEnabled: isEnabled, repeats: repeats,
+                                       action: action))
+        }
+    }
+}
+
+/// Tells JSON `true`/`false` from the numbers 1/0, which Foundation's JSON parser also lets cast to `Bool`.
+enum JSONBoolean {
+    static func isBoolean(_ number: NSNumber) -> Bool {
+        String(cString: number.objCType) == "c"
+    }
+}

@@ -1,0 +1,104 @@
+import Foundation
+
+/// `/api/v1/alarms` and `/api/v1/rooms/:room/history` (contract section 4).
+extension HTTPRoutes {
+    /// The most history points one request may ask for.
+    public static let maxHistoryLimit = 10_000
+
+    func alarmsRoute(_ request: HTTPRequest, method: String, path: [String], user: User) -> HTTPResponse {
+        do {
+            switch path.count {
+            case 1:
+                switch method {
+                case "GET": return try listAlarms(request, user: user)
+                case "POST": return try createAlarm(request, user: user)
+                default: return HTTPRoutes.methodNotAllowed(allow: "GET, HEAD, POST")
+                }
+            case 2:
+                guard let alarm = try alarms.alarm(uuid: path[1], userID: user.id) else { return HTTPRoutes.notFound }
+                switch method {
+                case "GET": return HTTPRoutes.json(alarm.json)
+                case "PUT": return try replaceAlarm(alarm, request, user: user)
+                case "DELETE":
+                    return try alarms.delete(uuid: alarm.uuid, userID: user.id) ? HTTPResponse(status: 204) : HTTPRoutes.notFound
+                default: return HTTPRoutes.methodNotAllowed(allow: "GET, HEAD, PUT, DELETE")
+                }
+            case 3 where path[2] == "toggle":
+                guard method == "POST" else { return HTTPRoutes.methodNotAllowed(allow: "POST") }
+                guard var alarm = try alarms.alarm(uuid: path[1], userID: user.id) else { return HTTPRoutes.notFound }
+                alarm.isEnabled.toggle()
+                return try alarms.update(alarm) ? HTTPRoutes.json(alarm.json) : HTTPRoutes.notFound
+            default:
+                return HTTPRoutes.notFound
+            }
+        } catch {
+            return HTTPRoutes.internalError
+        }
+    }
+
+    private func listAlarms(_ request: HTTPRequest, user: User) throws -> HTTPResponse {
+        var list = try alarms.alarms(userID: user.id)
+        if let query = request.queryValue("q"), !query.isEmpty {
+            list = list.filter { $0.title.localizedCaseInsensitiveContains(query) }
+        }
+        list.sort(by: schedule.timeOfDayOrder)
+        return HTTPRoutes.json(.object([("alarms", .array(list.map(\.json)))]))
+    }
+
+    private func createAlarm(_ request: HTTPRequest, user: User) throws -> HTTPResponse {
+        switch AlarmDraft.parse(request.body, rooms: user.rooms) {
+        case .failure(let problem):
+            return HTTPRoutes.error(400, problem.message)
+        case .success(let draft):
+            let alarm = Alarm(uuid: UUID().uuidString.lowercased(), userID: user.id, title: draft.title,
+                              fireDate: draft.fireDate, isEnabled: draft.isEnabled, repeats: draft.repeats,
+                              action: draft.action)
+            try alarms.create(alarm)
+            return HTTPRoutes.json(alarm.json, status: 201)
+        }
+    }
+
+    private func replaceAlarm(_ existing: Alarm, _ request: HTTPRequest, user: User) throws -> HTTPResponse {
+        switch AlarmDraft.parse(request.body, rooms: user.rooms) {
+        case .failure(let problem):
+            return HTTPRoutes.error(400, problem.message)
+        case .success(let draft):
+            let alarm = Alarm(uuid: existing.uuid, userID: user.id, title: draft.title, fireDate: draft.fireDate,
+                              isEnabled: draft.isEnabled, repeats: draft.repeats, action: draft.action)
+            return try alarms.update(alarm) ? HTTPRoutes.json(alarm.json) : HTTPRoutes.notFound
+        }
+    }
+
+    func historyRoute(_ request: HTTPRequest, room name: String, user: User) -> HTTPResponse {
+        guard let room = user.room(named: name) else { return HTTPRoutes.notFound }
+        guard let sensorName = request.queryValue("sensor") else {
+            return HTTPRoutes.error(400, "query parameter \"sensor\" is required (one of \(room.sensors.map(\.id).joined(separator: ", ")))")
+        }
+        guard let sensor = SensorKind(name: sensorName), room.sensors.contains(sensor) else {
+            return HTTPRoutes.error(400, "query parameter \"sensor\" must be one of \(room.sensors.map(\.id).joined(separator: ", "))")
+        }
+        var since = Date(timeIntervalSince1970: 0)
+        if let text = request.queryValue("since") {
+            guard let parsed = Alarm.parseDate(text) else {
+                return HTTPRoutes.error(400, "query parameter \"since\" must be an ISO 8601 date and time")
+            }
+            since = parsed
+        }
+        var limit = 1000
+        if let text = request.queryValue("limit") {
+            guard let value = Int(text), (1...HTTPRoutes.maxHistoryLimit).contains(value) else {
+                return HTTPRoutes.error(400, "query parameter \"limit\" must be a whole number from 1 to \(HTTPRoutes.maxHistoryLimit)")
+            }
+            limit = value
+        }
+        do {
+            let points = try history.points(user: user.id, room: room.id, sensor: sensor.id, since: since, limit: limit)
+            return HTTPRoutes.json(.object([
+                ("sensor", .string(sensor.id)),
+                ("points", .array(points.map { .object([("t", .string(Timestamp.iso8601($0.time))), ("v", .string($0.value))]) })),
+            ]))
+        } catch {
+            return HTTPRoutes.internalError
+        }
+    }
+}

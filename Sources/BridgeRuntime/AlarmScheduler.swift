@@ -1,0 +1,70 @@
+import BridgeCore
+import BridgeStorage
+import Foundation
+
+/// Fires alarms: every second it asks `AlarmSchedule` about each enabled alarm, publishes the
+/// `alarm` event, runs the action through the command path and records the firing. Changes made
+/// through the API are seen at the next tick, without a restart.
+final class AlarmScheduler: Sendable {
+    private let store: AlarmStore
+    private let schedule: AlarmSchedule
+    private let controller: HomeController
+    private let logger: Logger
+
+    init(store: AlarmStore, schedule: AlarmSchedule, controller: HomeController, logger: Logger) {
+        self.store = store
+        self.schedule = schedule
+        self.controller = controller
+        self.logger = logger
+    }
+
+    /// Decides and acts on every enabled alarm at `now`.
+    func tick(now: Date) {
+        let due: [(alarm: Alarm, handledThrough: Date)]
+        do {
+            due = try store.enabledAlarms()
+        } catch {
+            logger.error("cannot read alarms", ["error": error.description])
+            return
+        }
+        for (alarm, handledThrough) in due {
+            switch schedule.decide(alarm, now: now, handledThrough: handledThrough) {
+            case .wait:
+                continue
+            case .skip(let occurrence):
+                logger.warning("alarm missed by more than scheduler.grace; skipped",
+                               ["user": alarm.userID, "alarm": alarm.uuid, "due": Timestamp.iso8601(occurrence)])
+                record(alarm, occurrence: occurrence, now: now, skipped: true)
+            case .fire(let occurrence):
+                // Recorded first: if the bridge dies right after, the alarm is not fired twice.
+                record(alarm, occurrence: occurrence, now: now, skipped: false)
+                fire(alarm, now: now)
+            }
+        }
+    }
+
+    private func record(_ alarm: Alarm, occurrence: Date, now: Date, skipped: Bool) {
+        do {
+            try store.recordFiring(uuid: alarm.uuid, occurrence: occurrence, firedAt: now, skipped: skipped,
+                                   disable: alarm.repeats == .never)
+        } catch {
+            logger.error("cannot record an alarm firing", ["alarm": alarm.uuid, "error": error.description])
+        }
+    }
+
+    private func fire(_ alarm: Alarm, now: Date) {
+        logger.info("alarm fired", ["user": alarm.userID, "alarm": alarm.uuid, "title": alarm.title])
+        controller.publishEvent(user: alarm.userID, BridgeEvent.alarm(alarm, firedAt: now))
+        if let action = alarm.action {
+            controller.execute(action.lights, user: alarm.userID, room: action.room, source: "alarm")
+        }
+    }
+
+    /// Ticks every second until cancelled.
+    func run() async {
+        while !Task.isCancelled {
+            tick(now: Date())
+            do { try await Task.sleep(for: .seconds(1)) } catch { break }
+        }
+    }
+}

@@ -1,0 +1,104 @@
+import BridgeCore
+import Foundation
+
+/// Alarms in the database, always looked up together with their owner so no query can reach
+/// another user's alarm.
+public struct AlarmStore: Sendable {
+    private let database: Database
+
+    public init(database: Database) {
+        self.database = database
+    }
+
+    private static let columns = "uuid, user_id, title, fire_date, is_enabled, repeats, action_room, action_lights"
+
+    private static func alarm(from row: [SQLValue]) -> Alarm? {
+        guard row.count == 8, let uuid = row[0].text, let user = row[1].text, let title = row[2].text,
+              let fireDate = row[3].real, let enabled = row[4].integer, let repeats = row[5].text.flatMap(Alarm.Repeats.init)
+        else { return nil }
+        var action: Alarm.Action?
+        if let room = row[6].text, let lights = row[7].text.flatMap(LightCommand.init(rawValue:)) {
+            action = Alarm.Action(room: room, lights: lights)
+        }
+        return Alarm(uuid: uuid, userID: user, title: title, fireDate: Date(timeIntervalSince1970: fireDate),
+                     isEnabled: enabled != 0, repeats: repeats, action: action)
+    }
+
+    private static func values(_ alarm: Alarm) -> [SQLValue] {
+        [.text(alarm.title), .real(alarm.fireDate.timeIntervalSince1970), .integer(alarm.isEnabled ? 1 : 0),
+         .text(alarm.repeats.rawValue), alarm.action.map { .text($0.room) } ?? .null,
+         alarm.action.map { .text($0.lights.rawValue) } ?? .null]
+    }
+
+    /// Stores a new alarm. Occurrences up to `now` count as handled: a new alarm never fires for a
+    /// time that passed before it existed.
+    public func insert(_ alarm: Alarm, now: Date) throws(StorageError) {
+        try database.execute(
+            """
+            INSERT INTO alarms (title, fire_date, is_enabled, repeats, action_room, action_lights,
+                                uuid, user_id, handled_through, created_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """,
+            Self.values(alarm) + [.text(alarm.uuid), .text(alarm.userID), .real(now.timeIntervalSince1970),
+                                  .real(now.timeIntervalSince1970)]
+        )
+    }
+
+    /// Replaces an alarm's fields; returns false when the user has no such alarm. Editing resets
+    /// what counts as handled to `now`, so moving an alarm into the past does not fire it.
+    public func update(_ alarm: Alarm, now: Date) throws(StorageError) -> Bool {
+        try database.execute(
+            """
+            UPDATE alarms SET title = ?, fire_date = ?, is_enabled = ?, repeats = ?, action_room = ?,
+                action_lights = ?, handled_through = ?
+            WHERE uuid = ? AND user_id = ?
+            """,
+            Self.values(alarm) + [.real(now.timeIntervalSince1970), .text(alarm.uuid), .text(alarm.userID)]
+        ) > 0
+    }
+
+    public func delete(uuid: String, userID: String) throws(StorageError) -> Bool {
+        try database.execute("DELETE FROM alarms WHERE uuid = ? AND user_id = ?", [.text(uuid), .text(userID)]) > 0
+    }
+
+    public func alarm(uuid: String, userID: String) throws(StorageError) -> Alarm? {
+        try database.query("SELECT \(Self.columns) FROM alarms WHERE uuid = ? AND user_id = ?",
+                           [.text(uuid), .text(userID)]).first.flatMap(Self.alarm)
+    }
+
+    public func alarms(userID: String) throws(StorageError) -> [Alarm] {
+        try database.query("SELECT \(Self.columns) FROM alarms WHERE user_id = ?", [.text(userID)]).compactMap(Self.alarm)
+    }
+
+    /// Every enabled alarm with the time through which its occurrences are handled.
+    public func enabledAlarms() throws(StorageError) -> [(alarm: Alarm, handledThrough: Date)] {
+        try database.query("SELECT \(Self.columns), handled_through FROM alarms WHERE is_enabled = 1").compactMap { row in
+            guard let alarm = Self.alarm(from: Array(row.prefix(8))), let handled = row[8].real else { return nil }
+            return (alarm, Date(timeIntervalSince1970: handled))
+        }
+    }
+
+    /// Records that an occurrence was fired (or skipped) in one transaction with its bookkeeping:
+    /// handled through `occurrence`, and a one-shot alarm disabled.
+    public func recordFiring(uuid: String, occurrence: Date, firedAt: Date, skipped: Bool, disable: Bool)
+        throws(StorageError)
+    {
+        try database.transaction { (connection: borrowing DatabaseConnection) throws(StorageError) in
+            try connection.execute(
+                "INSERT INTO alarm_firings (uuid, occurrence, fired_at, skipped) VALUES (?, ?, ?, ?)",
+                [.text(uuid), .real(occurrence.timeIntervalSince1970), .real(firedAt.timeIntervalSince1970),
+                 .integer(skipped ? 1 : 0)]
+            )
+            try connection.execute(
+                "UPDATE alarms SET handled_through = ?, is_enabled = CASE WHEN ? THEN 0 ELSE is_enabled END WHERE uuid = ?",
+                [.real(occurrence.timeIntervalSince1970), .integer(disable ? 1 : 0), .text(uuid)]
+            )
+        }
+    }
+
+    /// How often an alarm fired (not counting skipped occurrences).
+    public func firingCount(uuid: String) throws(StorageError) -> Int {
+        Int(try database.query("SELECT count(*) FROM alarm_firings WHERE uuid = ? AND skipped = 0", [.text(uuid)])
+            .first?.first?.integer ?? 0)
+    }
+}
