@@ -10,6 +10,9 @@ public enum CommandLineTool {
                smarthome-bridge check-config [--config PATH] validate a config, list every problem
                smarthome-bridge hash-password [PASSWORD]   print an argon2id hash for users[].password_hash
                                                            (reads the password from standard input if not given)
+               smarthome-bridge mosquitto-acl [--config PATH] --password-file OUT --acl-file OUT [--passwords FILE]
+                                                           write a mosquitto password file and ACL that confine
+                                                           each user's MQTT account to <base>/<userID>/#
                smarthome-bridge --help | --version
 
         The config file defaults to $SMARTHOME_CONFIG, else config/bridge.yaml. Every key can be
@@ -39,6 +42,8 @@ public enum CommandLineTool {
                 configPath = rest.removeFirst()
             case _ where argument.hasPrefix("--config="):
                 configPath = String(argument.dropFirst("--config=".count))
+            case "mosquitto-acl" where command == "run" && positional.isEmpty:
+                return MosquittoACLCommand.run(arguments: rest, configPath: configPath, environment: environment)
             case _ where ["run", "check-config", "hash-password"].contains(argument) && command == "run"
                 && positional.isEmpty:
                 command = argument
