@@ -33,7 +33,7 @@ run: build
 ## test: unit tests and integration tests against real mosquitto brokers the tests start
 test: deps
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build
+	$(SWIFT) test --skip-build --no-parallel
 
 check-config: build
 	.build/debug/smarthome-bridge check-config --config $(CONFIG)

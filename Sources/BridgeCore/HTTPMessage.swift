@@ -33,20 +33,39 @@ public struct HTTPRequest: Sendable {
     }
 }
 
+/// Where a streamed response body goes (Server-Sent Events). The server adapter provides it; any
+/// thread may write. Writes never block: past the adapter's buffer limit they fail.
+public protocol HTTPStreamSink: AnyObject, Sendable {
+    /// Queues bytes for the client. Returns false when the client is gone or too far behind; the
+    /// stream is then over and further writes are ignored.
+    func write(_ bytes: [UInt8]) -> Bool
+    /// Queues a last message even past the buffer limit, then ends the response.
+    func finish(with bytes: [UInt8])
+    /// Whether the stream has ended (client gone, finished, or server stopping).
+    var isClosed: Bool { get }
+}
+
 /// An HTTP response produced by the routing code and sent by the server adapter.
 public struct HTTPResponse: Sendable, Equatable {
     public var status: Int
     public var headers: [(name: String, value: String)]
     public var body: [UInt8]
+    /// For a streamed body: called once with the sink, after the status and headers are queued;
+    /// `body` then goes out first.
+    public var stream: (@Sendable (any HTTPStreamSink) -> Void)?
 
-    public init(status: Int, headers: [(name: String, value: String)] = [], body: [UInt8] = []) {
+    public init(
+        status: Int, headers: [(name: String, value: String)] = [], body: [UInt8] = [],
+        stream: (@Sendable (any HTTPStreamSink) -> Void)? = nil
+    ) {
         self.status = status
         self.headers = headers
         self.body = body
+        self.stream = stream
     }
 
     public static func == (lhs: HTTPResponse, rhs: HTTPResponse) -> Bool {
-        lhs.status == rhs.status && lhs.body == rhs.body
+        lhs.status == rhs.status && lhs.body == rhs.body && (lhs.stream == nil) == (rhs.stream == nil)
             && lhs.headers.map { "\($0.name):\($0.value)" } == rhs.headers.map { "\($0.name):\($0.value)" }
     }
 

@@ -17,6 +17,18 @@ extension HTTPRoutes {
                 }
                 return HTTPResponse(status: 204)
             }
+        case ["events"]:
+            guard method == "GET" else { return HTTPRoutes.methodNotAllowed(allow: "GET") }
+            return authenticated(request) { userID, _ in
+                let open = openEvents
+                return HTTPResponse(
+                    status: 200,
+                    headers: [("Content-Type", "text/event-stream; charset=utf-8"), ("Cache-Control", "no-store"),
+                              ("X-Accel-Buffering", "no")],
+                    body: ServerSentEvents.preamble,
+                    stream: { sink in open(userID, sink) }
+                )
+            }
         case ["rooms"]:
             guard method == "GET" else { return HTTPRoutes.methodNotAllowed(allow: "GET, HEAD") }
             return authenticated(request) { userID, _ in

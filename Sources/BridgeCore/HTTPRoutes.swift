@@ -26,6 +26,7 @@ public struct HTTPRoutes: Sendable {
     public var history: any HistoryRepository
     /// Orders alarm lists by time of day in the scheduler's time zone.
     public var schedule: AlarmSchedule
+    public var openEvents: EventStreamOpener
 
     public init(
         legacyRoutes: Bool,
@@ -34,6 +35,7 @@ public struct HTTPRoutes: Sendable {
         alarms: any AlarmRepository,
         history: any HistoryRepository,
         schedule: AlarmSchedule,
+        openEvents: @escaping EventStreamOpener,
         switchLight: @escaping @Sendable (String, String, LightCommand) -> Result<Reading, CommandRejection>
     ) {
         self.legacyRoutes = legacyRoutes
@@ -42,6 +44,7 @@ public struct HTTPRoutes: Sendable {
         self.alarms = alarms
         self.history = history
         self.schedule = schedule
+        self.openEvents = openEvents
         self.switchLight = switchLight
     }
 

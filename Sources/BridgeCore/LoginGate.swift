@@ -61,3 +61,7 @@ public struct SessionServices: Sendable {
         self.revoke = revoke
     }
 }
+
+/// Opens a user's live event stream (`GET /api/v1/events`); the runtime registers the sink with
+/// whatever publishes state changes and events.
+public typealias EventStreamOpener = @Sendable (_ userID: String, _ sink: any HTTPStreamSink) -> Void

@@ -15,7 +15,11 @@ final class DaemonHandle: @unchecked Sendable {
     init(configuration: HTTPServerConfiguration, dispatcher: RequestDispatcher) throws(HTTPServerError) {
         let socket = try ListeningSocket.open(address: configuration.bindAddress, port: configuration.port)
 
+        // Suspend/resume lets streamed responses (Server-Sent Events) wait for data without a thread.
+        // No MHD_USE_ERROR_LOG: MHD would print a line to stderr for every client that sends oversized headers,
+        // and the one failure that matters, not starting, is reported through HTTPServerError.
         var flags = MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue
+            | MHD_ALLOW_SUSPEND_RESUME.rawValue
         if socket.isDualStack {
             flags |= MHD_USE_DUAL_STACK.rawValue
         } else if socket.isIPv6 {
@@ -41,9 +45,9 @@ final class DaemonHandle: @unchecked Sendable {
         )
         guard let started else {
             retained.release()
-            socket.close()
-            throw HTTPServerError(message: "cannot listen on \(Self.endpoint(configuration, port: socket.port)): "
-                + "libmicrohttpd refused to start (check threadPoolSize and maxConnections)")
+            socket.closeAfterFailedStart()
+            throw .cannotListen(on: configuration.bindAddress, port: socket.port,
+                                "libmicrohttpd could not start (out of threads or file descriptors?)")
         }
         self.daemon = started
         self.dispatcher = retained
@@ -53,16 +57,13 @@ final class DaemonHandle: @unchecked Sendable {
     /// Stops accepting, waits for handlers in progress, closes every connection and the listening socket.
     /// Must be called exactly once.
     func stop() {
+        // MHD must not be stopped with suspended connections: end the streams first.
+        dispatcher.takeUnretainedValue().streams.stopAll()
         MHD_stop_daemon(daemon)
         dispatcher.release()
     }
 
     private static func count(_ value: Int, minimum: Int) -> UInt32 {
         UInt32(clamping: max(value, minimum))
-    }
-
-    private static func endpoint(_ configuration: HTTPServerConfiguration, port: Int) -> String {
-        let address = configuration.bindAddress
-        return address.contains(":") ? "[\(address)]:\(port)" : "\(address):\(port)"
     }
 }

@@ -32,8 +32,7 @@ public final class HTTPServer: Sendable {
     public func start() throws(HTTPServerError) {
         try daemon.withLock { (running: inout DaemonHandle?) throws(HTTPServerError) in
             if let running {
-                throw HTTPServerError(message: "cannot listen on \(configuration.bindAddress):\(running.port): "
-                    + "this server is already running")
+                throw .cannotListen(on: configuration.bindAddress, port: running.port, "this server is already running")
             }
             let started = try DaemonHandle(configuration: configuration, dispatcher: dispatcher)
             running = started

@@ -11,13 +11,15 @@ public struct HTTPServerConfiguration: Sendable {
     public var maxConnectionsPerAddress: Int
     /// Seconds a connection may stay idle before the server closes it.
     public var connectionTimeoutSeconds: Int
-    /// Maximum size of the request line plus headers; a larger request is refused (431, 414 or 400,
-    /// or the connection is closed) without calling the handler.
+    /// Maximum size of the request line plus headers, line endings and the blank line included; a larger
+    /// request is refused (431, or 414 for a long URI, or the connection is closed) without calling the handler.
     public var maxHeaderBytes: Int
     /// Maximum request body size; a larger body is answered with 413 without calling the handler.
     public var maxBodyBytes: Int
     /// Number of libmicrohttpd threads that accept connections and run the handler.
     public var threadPoolSize: Int
+    /// Unsent bytes a streamed response may hold for a slow client before writes to it fail.
+    public var maxStreamBufferBytes: Int
 
     /// Creates a configuration; every parameter has a default suited to a LAN-facing bridge.
     public init(
@@ -28,7 +30,8 @@ public struct HTTPServerConfiguration: Sendable {
         connectionTimeoutSeconds: Int = 30,
         maxHeaderBytes: Int = 16 * 1024,
         maxBodyBytes: Int = 64 * 1024,
-        threadPoolSize: Int = 4
+        threadPoolSize: Int = 4,
+        maxStreamBufferBytes: Int = 256 * 1024
     ) {
         self.bindAddress = bindAddress
         self.port = port
@@ -38,5 +41,6 @@ public struct HTTPServerConfiguration: Sendable {
         self.maxHeaderBytes = maxHeaderBytes
         self.maxBodyBytes = maxBodyBytes
         self.threadPoolSize = threadPoolSize
+        self.maxStreamBufferBytes = maxStreamBufferBytes
     }
 }

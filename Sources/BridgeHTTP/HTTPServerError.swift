@@ -9,4 +9,10 @@ public struct HTTPServerError: Error, CustomStringConvertible {
     }
 
     public var description: String { message }
+
+    /// `cannot listen on 127.0.0.1:8080: <reason>`, with IPv6 addresses in brackets (`[::1]:8080`).
+    static func cannotListen(on address: String, port: Int, _ reason: String) -> HTTPServerError {
+        let endpoint = address.contains(":") ? "[\(address)]:\(port)" : "\(address):\(port)"
+        return HTTPServerError(message: "cannot listen on \(endpoint): \(reason)")
+    }
 }

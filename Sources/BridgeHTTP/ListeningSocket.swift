@@ -11,12 +11,13 @@ struct ListeningSocket {
     let isIPv6: Bool
     /// True for the IPv6 wildcard `::`, which also accepts IPv4 clients as IPv4-mapped addresses.
     let isDualStack: Bool
+    /// Names the socket itself rather than its descriptor number, which the kernel reuses once it is closed.
+    private let identity: FileIdentity
 
     /// Creates, binds and listens. On success the caller owns `descriptor`.
     static func open(address: String, port: Int) throws(HTTPServerError) -> ListeningSocket {
-        let endpoint = address.contains(":") ? "[\(address)]:\(port)" : "\(address):\(port)"
         func failure(_ reason: String) -> HTTPServerError {
-            HTTPServerError(message: "cannot listen on \(endpoint): \(reason)")
+            .cannotListen(on: address, port: port, reason)
         }
         func systemFailure() -> HTTPServerError {
             failure(String(cString: strerror(errno)))
@@ -63,17 +64,24 @@ struct ListeningSocket {
         if succeeded {
             succeeded = listen(descriptor, SOMAXCONN) == 0
         }
-        guard succeeded, let boundPort = localPort(of: descriptor) else {
+        guard succeeded, let boundPort = localPort(of: descriptor), let identity = FileIdentity(descriptor) else {
             let error = systemFailure()
             Glibc.close(descriptor)
             throw error
         }
-        return ListeningSocket(descriptor: descriptor, port: boundPort, isIPv6: isIPv6, isDualStack: isDualStack)
+        return ListeningSocket(
+            descriptor: descriptor, port: boundPort, isIPv6: isIPv6, isDualStack: isDualStack, identity: identity)
     }
 
-    /// Closes the socket; only for when it was never handed over to MHD, which closes it on stop.
-    func close() {
-        _ = Glibc.close(descriptor)
+    /// Closes the socket after `MHD_start_daemon` failed with it.
+    ///
+    /// MHD closes an adopted listen socket itself when it fails after adopting it (epoll, eventfd or thread
+    /// creation) but not when it rejects the options first, so the socket is closed only if the descriptor
+    /// still names this very socket: once MHD has closed it, another thread may already own that number.
+    func closeAfterFailedStart() {
+        if FileIdentity(descriptor) == identity {
+            Glibc.close(descriptor)
+        }
     }
 
     private static func bindAddress<Address>(_ address: inout Address, to descriptor: Int32) -> Int32 {
@@ -92,5 +100,18 @@ struct ListeningSocket {
         }
         guard result == 0 else { return nil }
         return SocketAddressText.port(of: storage)
+    }
+}
+
+/// The device and inode of an open file, which stay unique for as long as the file is open.
+private struct FileIdentity: Equatable {
+    let device: UInt64
+    let inode: UInt64
+
+    init?(_ descriptor: Int32) {
+        var status = stat()
+        guard fstat(descriptor, &status) == 0 else { return nil }
+        device = UInt64(status.st_dev)
+        inode = UInt64(status.st_ino)
     }
 }

@@ -1,5 +1,6 @@
 import BridgeCore
 import CMicroHTTPD
+import Glibc
 
 /// A borrowed `struct MHD_Connection *`, valid only inside the MHD callback that received it.
 ///
@@ -28,13 +29,47 @@ struct MHDConnection {
     }
 
     /// Queues `response` on the connection; MHD copies the body, so the array may go away afterwards.
-    func queue(_ response: HTTPResponse) -> MHD_Result {
+    /// A streamed response is handed its sink once queued.
+    func queue(_ response: HTTPResponse, streams: StreamRegistry? = nil) -> MHD_Result {
+        if let attach = response.stream, let streams {
+            return queueStream(response, attach: attach, streams: streams)
+        }
         let created = response.body.withUnsafeBytes { body in
             // MUST_COPY never writes through the pointer; the mutable type is only MHD's old signature.
             MHD_create_response_from_buffer(
                 body.count, UnsafeMutableRawPointer(mutating: body.baseAddress), .RESPMEM_MUST_COPY)
         }
         guard let created else { return .NO }
+        return queue(created, response)
+    }
+
+    private func queueStream(
+        _ response: HTTPResponse, attach: @Sendable (any HTTPStreamSink) -> Void, streams: StreamRegistry
+    ) -> MHD_Result {
+        let stream = ResponseStream(connection: pointer, initial: response.body, limit: streams.bufferLimit,
+                                    onFree: { streams.remove($0) })
+        let retained = Unmanaged.passRetained(stream)
+        // Unknown size: MHD uses chunked encoding and asks the reader for each block.
+        guard let created = MHD_create_response_from_callback(UInt64.max, 4096, mhdStreamReader, retained.toOpaque(),
+                                                              mhdStreamFreed)
+        else {
+            retained.release()
+            return .NO
+        }
+        streams.add(stream)
+        // A small kernel send buffer: a client that stops reading then backs up into the stream's own
+        // bounded buffer within seconds, instead of into megabytes of autotuned socket memory.
+        var sendBuffer: Int32 = 32 * 1024
+        let socket = CMicroHTTPD_connection_socket(pointer)
+        if socket >= 0 {
+            setsockopt(socket, SOL_SOCKET, SO_SNDBUF, &sendBuffer, socklen_t(MemoryLayout<Int32>.size))
+        }
+        let queued = queue(created, response)
+        if queued == .YES { attach(stream) }
+        return queued
+    }
+
+    private func queue(_ created: OpaquePointer, _ response: HTTPResponse) -> MHD_Result {
         defer { MHD_destroy_response(created) }
         for header in response.headers {
             // MHD refuses headers it manages itself (Content-Length, Transfer-Encoding) and values containing

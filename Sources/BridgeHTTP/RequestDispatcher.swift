@@ -1,14 +1,19 @@
 import BridgeCore
 import CMicroHTTPD
+import Glibc
+import Synchronization
 
 /// What MHD's callbacks need from the server: the limits and the handler. Passed to MHD as the `cls` pointer.
 final class RequestDispatcher: Sendable {
     private let handler: @Sendable (HTTPRequest) -> HTTPResponse
     private let maxHeaderBytes: Int
     let maxBodyBytes: Int
+    /// Streamed responses in progress, ended before the daemon stops.
+    let streams: StreamRegistry
 
     init(configuration: HTTPServerConfiguration, handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse) {
         self.handler = handler
+        streams = StreamRegistry(bufferLimit: configuration.maxStreamBufferBytes)
         self.maxHeaderBytes = configuration.maxHeaderBytes
         self.maxBodyBytes = configuration.maxBodyBytes
     }
@@ -44,7 +49,7 @@ final class RequestDispatcher: Sendable {
             body: pending.body,
             clientAddress: connection.clientAddress
         )
-        return connection.queue(handler(request))
+        return connection.queue(handler(request), streams: streams)
     }
 
     /// Lower-cases names and joins repeated headers the way HTTP allows (`a, b`; cookies with `; `).
@@ -69,5 +74,27 @@ final class RequestDispatcher: Sendable {
             headers: [(name: "Content-Type", value: "application/json")],
             body: Array(#"{"error":{"message":"\#(message)"}}"#.utf8)
         )
+    }
+}
+
+/// The streamed responses in progress, so the server can end them before stopping.
+final class StreamRegistry: Sendable {
+    let bufferLimit: Int
+    private let live = Mutex<[ObjectIdentifier: ResponseStream]>([:])
+
+    init(bufferLimit: Int) {
+        self.bufferLimit = bufferLimit
+    }
+
+    func add(_ stream: ResponseStream) { live.withLock { $0[ObjectIdentifier(stream)] = stream } }
+
+    func remove(_ stream: ResponseStream) { live.withLock { $0[ObjectIdentifier(stream)] = nil } }
+
+    var count: Int { live.withLock { $0.count } }
+
+    /// Ends every stream and waits (bounded) until MHD has let go of them.
+    func stopAll() {
+        for stream in live.withLock({ Array($0.values) }) { stream.stopForShutdown() }
+        for _ in 0..<200 where count > 0 { usleep(5_000) }
     }
 }

@@ -43,7 +43,7 @@ public final class Bridge: Sendable {
         history = HistoryStore(database: database)
         recorder = HistoryRecorder(store: history, logger: logger)
         controller = HomeController(configuration: configuration, logger: logger, mqtt: mqtt, history: recorder,
-                                    startedAt: startedAt)
+                                    events: EventHub(), startedAt: startedAt)
         let schedule = AlarmSchedule(
             timeZone: configuration.scheduler.timezone.flatMap(TimeZone.init(identifier:)) ?? .current,
             grace: configuration.scheduler.grace
@@ -61,6 +61,7 @@ public final class Bridge: Sendable {
             alarms: DatabaseAlarms(store: alarms),
             history: DatabaseHistory(store: history),
             schedule: schedule,
+            openEvents: { [controller] user, sink in controller.events.open(user: user, sink: sink) },
             switchLight: { [controller] user, room, command in
                 controller.execute(command, user: user, room: room, source: "api")
             }
@@ -193,6 +194,7 @@ public final class Bridge: Sendable {
             group.addTask { await self.recorder.run(interval: 1) }
             group.addTask { await self.scheduler.run() }
             group.addTask { await self.pruneHistory() }
+            group.addTask { await self.controller.events.run(interval: 15) }
             group.addTask { [simulator] in
                 var simulator = simulator
                 let interval = self.configuration.source.interval

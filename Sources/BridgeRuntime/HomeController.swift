@@ -14,13 +14,16 @@ final class HomeController: Sendable {
     private let startedAt: Date
     /// Where every published reading is recorded.
     private let history: HistoryRecorder
+    /// Live HTTP event streams.
+    let events: EventHub
 
     init(configuration: BridgeConfiguration, logger: Logger, mqtt: MQTTClient, history: HistoryRecorder,
-         startedAt: Date) {
+         events: EventHub, startedAt: Date) {
         self.configuration = configuration
         self.logger = logger
         self.mqtt = mqtt
         self.history = history
+        self.events = events
         self.startedAt = startedAt
         topics = Topics(base: configuration.mqtt.baseTopic)
         store = HomeStore(home: Home(users: configuration.users), refresh: configuration.publish.refresh)
@@ -60,10 +63,10 @@ final class HomeController: Sendable {
     func record(_ readings: [Reading], publish shouldPublish: Bool) {
         let time = Date()
         let (messages, events, rows) = store.withLock {
-            state -> ([(String, String)], [(String, String)], [HistoryStore.Row]) in
+            state -> ([(String, String)], [(String, JSONValue)], [HistoryStore.Row]) in
             let now = store.now
             var messages: [(String, String)] = []
-            var events: [(String, String)] = []
+            var events: [(String, JSONValue)] = []
             var rows: [HistoryStore.Row] = []
             var touchedRooms: [RoomKey] = []
             for reading in readings {
@@ -71,8 +74,7 @@ final class HomeController: Sendable {
                 let changed = state.home.record(reading, at: time)
                 guard shouldPublish else { continue }
                 if reading.sensor == .gas, changed, case .binary(let detected) = reading.value {
-                    events.append((topics.events(user: reading.user),
-                                   BridgeEvent.gas(room: reading.room, detected: detected, at: time).serialized))
+                    events.append((reading.user, BridgeEvent.gas(room: reading.room, detected: detected, at: time)))
                 }
                 let topic = topics.sensor(user: reading.user, room: reading.room, sensor: reading.sensor)
                 let payload = reading.value.mqttPayload
@@ -95,8 +97,9 @@ final class HomeController: Sendable {
             return (messages, events, rows)
         }
         for (topic, payload) in messages { publish(topic, payload) }
-        for (topic, payload) in events { publish(topic, payload, retain: false) }
+        for (user, event) in events { publishEvent(user: user, event) }
         history.add(rows)
+        for row in rows { streamState(row) }
     }
 
     private func publish(_ topic: String, _ payload: String, retain: Bool = true) {
@@ -155,8 +158,10 @@ final class HomeController: Sendable {
         switch outcome {
         case .success(let (reading, messages)):
             for (topic, payload) in messages { publish(topic, payload) }
-            history.add([HistoryStore.Row(user: reading.user, room: reading.room, sensor: SensorKind.lights.id, time: time,
-                                          value: reading.value.mqttPayload)])
+            let row = HistoryStore.Row(user: reading.user, room: reading.room, sensor: SensorKind.lights.id, time: time,
+                                       value: reading.value.mqttPayload)
+            history.add([row])
+            streamState(row)
             logger.info("light switched", ["user": reading.user, "room": reading.room, "command": command.rawValue,
                                            "state": reading.value.mqttPayload, "source": source])
             return .success(reading)
@@ -167,9 +172,21 @@ final class HomeController: Sendable {
         }
     }
 
-    /// Publishes a JSON event on the user's events topic (not retained).
+    /// Publishes a JSON event on the user's events topic (not retained) and to the user's HTTP
+    /// event streams.
     func publishEvent(user: String, _ event: JSONValue) {
         publish(topics.events(user: user), event.serialized, retain: false)
+        if case .object(let members) = event, case .string(let type)? = members.first(where: { $0.0 == "type" })?.1 {
+            events.send(user: user, event: type, event)
+        }
+    }
+
+    /// A published reading, as a `state` event on the user's HTTP event streams.
+    private func streamState(_ row: HistoryStore.Row) {
+        events.send(user: row.user, event: "state", .object([
+            ("type", .string("state")), ("room", .string(row.room)), ("sensor", .string(row.sensor)),
+            ("value", .string(row.value)), ("at", .string(Timestamp.iso8601(row.time))),
+        ]))
     }
 
     /// Puts back the last values recorded before a restart (lights above all: they change only by

@@ -59,3 +59,11 @@ static inline size_t CMicroHTTPD_connection_request_header_size(struct MHD_Conne
         MHD_get_connection_info(connection, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
     return info == NULL ? 0 : info->header_size;
 }
+
+/* The socket of a connection, or -1 when MHD cannot tell (MHD_get_connection_info is variadic). */
+static inline int CMicroHTTPD_connection_socket(struct MHD_Connection *connection)
+{
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return info == NULL ? -1 : info->connect_fd;
+}

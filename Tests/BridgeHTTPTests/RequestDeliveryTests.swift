@@ -79,7 +79,8 @@ struct RequestDeliveryTests {
         defer { server.stop() }
 
         let connection = try #require(RawHTTPConnection(port: server.port))
-        connection.send("PUT /upload HTTP/1.1\r\nHost: localhost\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n")
+        connection.send(
+            "PUT /upload HTTP/1.1\r\nHost: localhost\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n")
         for start in stride(from: 0, to: body.count, by: 15_000) {
             usleep(20_000)
             connection.send(Array(body[start..<min(start + 15_000, body.count)]))
@@ -96,7 +97,8 @@ struct RequestDeliveryTests {
         defer { server.stop() }
 
         let connection = try #require(RawHTTPConnection(port: server.port))
-        connection.send("POST /chunks HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+        connection.send(
+            "POST /chunks HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
         for chunk in ["hello ", "chunked ", "world"] {
             usleep(10_000)
             connection.send(String(chunk.utf8.count, radix: 16) + "\r\n" + chunk + "\r\n")

@@ -1,0 +1,58 @@
+import BridgeCore
+import Foundation
+import Synchronization
+
+/// Fans the bridge's state changes and events out to `GET /api/v1/events` clients, each only its
+/// own user's. Writing never blocks: a client too far behind gets one `overflow` event and is
+/// dropped, so a stalled browser can't slow the bridge down.
+final class EventHub: Sendable {
+    private let streams = Mutex<[String: [any HTTPStreamSink]]>([:])
+
+    /// Adds a client's stream for a user.
+    func open(user: String, sink: any HTTPStreamSink) {
+        streams.withLock { $0[user, default: []].append(sink) }
+    }
+
+    /// Sends an event to every stream of `user`.
+    func send(user: String, event name: String, _ data: JSONValue) {
+        let targets = streams.withLock { $0[user] ?? [] }
+        guard !targets.isEmpty else { return }
+        let bytes = ServerSentEvents.event(name, data)
+        var failed = false
+        for sink in targets where !sink.write(bytes) {
+            sink.finish(with: ServerSentEvents.overflow)
+            failed = true
+        }
+        if failed { prune() }
+    }
+
+    /// Sends a heartbeat comment to every stream every `interval` seconds, which also finds
+    /// clients that went away, until cancelled; then ends every stream.
+    func run(interval: Double) async {
+        while !Task.isCancelled {
+            do { try await Task.sleep(for: .milliseconds(Int(interval * 1000))) } catch { break }
+            let all = streams.withLock { $0.values.flatMap { $0 } }
+            for sink in all where !sink.write(ServerSentEvents.heartbeat) {
+                sink.finish(with: ServerSentEvents.overflow)
+            }
+            prune()
+        }
+        let all = streams.withLock { current -> [any HTTPStreamSink] in
+            defer { current.removeAll() }
+            return current.values.flatMap { $0 }
+        }
+        for sink in all { sink.finish(with: []) }
+    }
+
+    /// How many clients are connected (for logs and tests).
+    var count: Int { streams.withLock { $0.values.reduce(0) { $0 + $1.count } } }
+
+    private func prune() {
+        streams.withLock { current in
+            for (user, sinks) in current {
+                let open = sinks.filter { !$0.isClosed }
+                current[user] = open.isEmpty ? nil : open
+            }
+        }
+    }
+}
