@@ -39,6 +39,8 @@ public struct BridgeConfiguration: Sendable {
         public var maxHeaderBytes = 16 * 1024
         public var maxBodyBytes = 64 * 1024
         public var threads = 4
+        /// The folder the web dashboard is served from.
+        public var webRoot = "web"
     }
 
     public struct LightsCommand: Sendable {

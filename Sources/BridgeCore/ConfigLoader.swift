@@ -11,7 +11,7 @@ public struct ConfigLoader {
         "mqtt.tls.ca", "mqtt.tls.cert", "mqtt.tls.key", "mqtt.tls.verify",
         "http.bind", "http.port", "http.legacy_routes", "http.session_ttl", "http.max_connections",
         "http.max_connections_per_address", "http.connection_timeout", "http.max_header_bytes",
-        "http.max_body_bytes", "http.threads",
+        "http.max_body_bytes", "http.threads", "http.web_root",
         "source.kind", "source.interval", "source.seed", "source.base_url", "source.timeout", "source.concurrency",
         "source.failures_before_offline", "source.max_backoff",
         "source.lights_command.method", "source.lights_command.path", "source.lights_command.body",
@@ -257,6 +257,7 @@ public struct ConfigLoader {
         http.maxHeaderBytes = int("http.max_header_bytes", in: 1024...1_048_576, default: http.maxHeaderBytes)
         http.maxBodyBytes = int("http.max_body_bytes", in: 0...104_857_600, default: http.maxBodyBytes)
         http.threads = int("http.threads", in: 1...256, default: http.threads)
+        http.webRoot = nonEmptyString("http.web_root") ?? http.webRoot
     }
 
     private mutating func decodeSource(into source: inout BridgeConfiguration.Source) {

@@ -27,6 +27,8 @@ public struct HTTPRoutes: Sendable {
     /// Orders alarm lists by time of day in the scheduler's time zone.
     public var schedule: AlarmSchedule
     public var openEvents: EventStreamOpener
+    /// The dashboard's files (`GET /` and what it loads), when there are any.
+    public var staticFiles: (@Sendable (_ path: String) -> HTTPResponse?)?
 
     public init(
         legacyRoutes: Bool,
@@ -36,6 +38,7 @@ public struct HTTPRoutes: Sendable {
         history: any HistoryRepository,
         schedule: AlarmSchedule,
         openEvents: @escaping EventStreamOpener,
+        staticFiles: (@Sendable (String) -> HTTPResponse?)? = nil,
         switchLight: @escaping @Sendable (String, String, LightCommand) -> Result<Reading, CommandRejection>
     ) {
         self.legacyRoutes = legacyRoutes
@@ -45,6 +48,7 @@ public struct HTTPRoutes: Sendable {
         self.history = history
         self.schedule = schedule
         self.openEvents = openEvents
+        self.staticFiles = staticFiles
         self.switchLight = switchLight
     }
 
@@ -75,7 +79,8 @@ public struct HTTPRoutes: Sendable {
             guard let room = user.room(named: segments[2]) else { return HTTPRoutes.notFound }
             return HTTPRoutes.json(SeedShapes.room(room, user: user.id, in: home))
         default:
-            return HTTPRoutes.notFound
+            guard let file = staticFiles?(request.path) else { return HTTPRoutes.notFound }
+            return method == "GET" ? file : HTTPRoutes.methodNotAllowed(allow: "GET, HEAD")
         }
     }
 

@@ -50,6 +50,10 @@ public final class Bridge: Sendable {
         )
         let alarms = AlarmStore(database: database)
         scheduler = AlarmScheduler(store: alarms, schedule: schedule, controller: controller, logger: logger)
+        var dashboard: (@Sendable (String) -> HTTPResponse?)?
+        if let files = StaticFiles(root: configuration.http.webRoot) {
+            dashboard = { path in files.response(for: path) }
+        }
         let routes = HTTPRoutes(
             legacyRoutes: configuration.http.legacyRoutes,
             loginGate: LoginGate(
@@ -62,6 +66,7 @@ public final class Bridge: Sendable {
             history: DatabaseHistory(store: history),
             schedule: schedule,
             openEvents: { [controller] user, sink in controller.events.open(user: user, sink: sink) },
+            staticFiles: dashboard,
             switchLight: { [controller] user, room, command in
                 controller.execute(command, user: user, room: room, source: "api")
             }
