@@ -10,7 +10,7 @@ APT_PACKAGES := make pkg-config libmosquitto-dev libmicrohttpd-dev libsqlite3-de
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 CONFIG ?= config/bridge.yaml
 
-.PHONY: deps build release run test check-config clean
+.PHONY: deps build release run run-rest test check-config clean
 
 ## deps: install the Debian packages that are missing (apt-get update only when needed)
 deps:
@@ -29,6 +29,10 @@ release: deps
 ## run: the bridge on the demo config; no mqtt.url there, so it starts its own mosquitto
 run: build
 	.build/debug/smarthome-bridge --config $(CONFIG)
+
+## run-rest: an upstream serving the seed routes on 8081 and a second bridge polling it on 8080
+run-rest: build
+	scripts/run-rest.sh
 
 ## test: unit tests and integration tests against real mosquitto brokers the tests start
 test: deps

@@ -32,6 +32,9 @@ public struct Home: Sendable {
     public let users: [User]
     private var values: [RoomKey: [SensorKind: SensorValue]] = [:]
     private var updated: [RoomKey: Date] = [:]
+    /// Sensors a room reported beyond its configured ones (an upstream's generic sensors), in the
+    /// order first seen.
+    private var extraSensors: [RoomKey: [SensorKind]] = [:]
 
     public init(users: [User]) {
         self.users = users
@@ -55,12 +58,22 @@ public struct Home: Sendable {
         updated[key]
     }
 
-    /// Stores a reading; returns whether the value changed.
+    /// The room's sensors: the configured ones, then any others it has reported.
+    public func sensors(of room: Room, user: String) -> [SensorKind] {
+        room.sensors + (extraSensors[RoomKey(user: user, room: room.id)] ?? [])
+    }
+
+    /// Stores a reading; returns whether the value changed. A sensor the room was not configured
+    /// with is added to it.
     @discardableResult
     public mutating func record(_ reading: Reading, at time: Date) -> Bool {
         let key = RoomKey(user: reading.user, room: reading.room)
         let old = values[key]?[reading.sensor]
         guard old != reading.value else { return false }
+        if old == nil, let room = user(id: reading.user)?.rooms.first(where: { $0.id == reading.room }),
+           !room.sensors.contains(reading.sensor), !(extraSensors[key] ?? []).contains(reading.sensor) {
+            extraSensors[key, default: []].append(reading.sensor)
+        }
         values[key, default: [:]][reading.sensor] = reading.value
         updated[key] = time
         return true
@@ -70,7 +83,7 @@ public struct Home: Sendable {
     public var allReadings: [Reading] {
         users.flatMap { user in
             user.rooms.flatMap { room in
-                room.sensors.compactMap { sensor in
+                sensors(of: room, user: user.id).compactMap { sensor in
                     value(of: sensor, in: RoomKey(user: user.id, room: room.id)).map {
                         Reading(user: user.id, room: room.id, sensor: sensor, value: $0)
                     }

@@ -71,6 +71,8 @@ public enum CommandRejection: Error, Sendable, Equatable, CustomStringConvertibl
     case notALight(sensor: String)
     case noLights(room: String)
     case retained
+    /// A REST upstream refused the forwarded command (or could not be reached: status 0).
+    case upstream(status: Int, detail: String)
 
     /// A short machine-friendly code for the `command_rejected` event.
     public var code: String {
@@ -81,6 +83,7 @@ public enum CommandRejection: Error, Sendable, Equatable, CustomStringConvertibl
         case .notALight: "not_a_light"
         case .noLights: "no_lights"
         case .retained: "retained"
+        case .upstream: "upstream_refused"
         }
     }
 
@@ -92,6 +95,8 @@ public enum CommandRejection: Error, Sendable, Equatable, CustomStringConvertibl
         case .notALight(let sensor): "\(LightCommand.quoted(sensor)) is not a light; only lights take commands"
         case .noLights(let room): "room \(room) has no lights"
         case .retained: "retained command ignored: a stale retained /set message must not switch lights"
+        case .upstream(let status, let detail):
+            status == 0 ? "upstream unreachable: \(detail)" : "upstream answered \(status): \(detail)"
         }
     }
 }

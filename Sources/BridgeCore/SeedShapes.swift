@@ -19,8 +19,9 @@ public enum SeedShapes {
         var names: [String] = []
         var icons: [String] = []
         var texts: [String] = []
-        for sensor in room.sensors {
-            let value = home.value(of: sensor, in: key) ?? (sensor.isNumeric ? .number(0) : .binary(false))
+        for sensor in home.sensors(of: room, user: user) {
+            let value = home.value(of: sensor, in: key)
+                ?? (sensor.isNumeric ? .number(0) : sensor.seedWords == nil ? .text("") : .binary(false))
             names.append(sensor.displayName)
             icons.append(value.seedIcon(for: sensor))
             texts.append(value.seedText(for: sensor))

@@ -111,6 +111,7 @@ public struct Simulator: Sendable {
         case .lights: .binary(false)
         case .movement: .binary(room.movementStepsLeft > 0)
         case .gas: .binary(room.gasStepsLeft > 0)
+        default: .text("")
         }
     }
 }

@@ -170,7 +170,7 @@ enum UsersDecoder {
             let sensorPath = "\(path).sensors[\(index)]"
             guard let word = text(item, path: sensorPath, parentLine: item.line, issues: &issues) else { return nil }
             guard let kind = SensorKind(name: word) else {
-                let known = SensorKind.allCases.map(\.displayName).joined(separator: ", ")
+                let known = SensorKind.known.map(\.displayName).joined(separator: ", ")
                 issues.append(ConfigIssue(path: sensorPath, message: "\"\(word)\" is not a known sensor (\(known))",
                                           line: item.line))
                 return nil

@@ -56,7 +56,7 @@ final class AlarmScheduler: Sendable {
         logger.info("alarm fired", ["user": alarm.userID, "alarm": alarm.uuid, "title": alarm.title])
         controller.publishEvent(user: alarm.userID, BridgeEvent.alarm(alarm, firedAt: now))
         if let action = alarm.action {
-            controller.execute(action.lights, user: alarm.userID, room: action.room, source: "alarm")
+            controller.command(action.lights, user: alarm.userID, room: action.room, source: "alarm")
         }
     }
 

@@ -19,6 +19,7 @@ public final class Bridge: Sendable {
     private let history: HistoryStore
     private let recorder: HistoryRecorder
     private let scheduler: AlarmScheduler
+    private let restSource: RestSource?
     private let brokerAddress: String
     private let startedAt = Date()
 
@@ -40,10 +41,18 @@ public final class Bridge: Sendable {
         if let purged = try? sessions.purgeExpired(now: Date()), purged > 0 {
             logger.info("removed expired sessions", ["count": String(purged)])
         }
+        let upstream = configuration.source.kind == .rest ? UpstreamClient(source: configuration.source) : nil
         history = HistoryStore(database: database)
         recorder = HistoryRecorder(store: history, logger: logger)
         controller = HomeController(configuration: configuration, logger: logger, mqtt: mqtt, history: recorder,
-                                    events: EventHub(), startedAt: startedAt)
+                                    events: EventHub(),
+                                    upstream: configuration.source.lightsCommand.path == nil ? nil : upstream,
+                                    startedAt: startedAt)
+        if let upstream {
+            restSource = RestSource(configuration: configuration, controller: controller, client: upstream, logger: logger)
+        } else {
+            restSource = nil
+        }
         let schedule = AlarmSchedule(
             timeZone: configuration.scheduler.timezone.flatMap(TimeZone.init(identifier:)) ?? .current,
             grace: configuration.scheduler.grace
@@ -68,7 +77,7 @@ public final class Bridge: Sendable {
             openEvents: { [controller] user, sink in controller.events.open(user: user, sink: sink) },
             staticFiles: dashboard,
             switchLight: { [controller] user, room, command in
-                controller.execute(command, user: user, room: room, source: "api")
+                controller.commandAndWait(command, user: user, room: room, source: "api")
             }
         )
         let store = controller.store
@@ -182,8 +191,19 @@ public final class Bridge: Sendable {
             logger.warning("legacy seed routes are on: /login/:username/:password carries passwords in URLs; "
                 + "turn http.legacy_routes off unless an old app needs them")
         }
-        let simulator = Simulator(users: configuration.users, seed: seed())
-        controller.record(simulator.initialReadings(), publish: false)
+        var simulator: Simulator?
+        if restSource == nil {
+            let simulated = Simulator(users: configuration.users, seed: seed())
+            controller.record(simulated.initialReadings(), publish: false)
+            simulator = simulated
+        } else {
+            // Polled rooms start with their lights off until the upstream or the database says otherwise.
+            controller.record(configuration.users.flatMap { user in
+                user.rooms.filter { $0.sensors.contains(.lights) }.map {
+                    Reading(user: user.id, room: $0.id, sensor: .lights, value: .binary(false))
+                }
+            }, publish: false)
+        }
         do {
             let restored = controller.restore(try history.lastValues())
             if restored > 0 { logger.info("restored last values from the database", ["values": String(restored)]) }
@@ -200,20 +220,28 @@ public final class Bridge: Sendable {
             group.addTask { await self.scheduler.run() }
             group.addTask { await self.pruneHistory() }
             group.addTask { await self.controller.events.run(interval: 15) }
-            group.addTask { [simulator] in
-                var simulator = simulator
-                let interval = self.configuration.source.interval
-                while !Task.isCancelled {
-                    if interval > 0 {
-                        do { try await Task.sleep(for: .milliseconds(Int(interval * 1000))) } catch { break }
-                    } else {
-                        await Task.yield()
-                    }
-                    self.controller.record(simulator.step(), publish: true)
-                }
+            if let restSource {
+                group.addTask { await restSource.run() }
+            }
+            if let simulator {
+                group.addTask { await self.simulate(simulator) }
             }
         }
         await shutdown()
+    }
+
+    /// Steps the simulator every `source.interval` (as fast as it can at 0) until cancelled.
+    private func simulate(_ start: Simulator) async {
+        var simulator = start
+        let interval = configuration.source.interval
+        while !Task.isCancelled {
+            if interval > 0 {
+                do { try await Task.sleep(for: .milliseconds(Int(interval * 1000))) } catch { break }
+            } else {
+                await Task.yield()
+            }
+            controller.record(simulator.step(), publish: true)
+        }
     }
 
     /// Deletes readings older than `storage.retention_days`, at start and then hourly.

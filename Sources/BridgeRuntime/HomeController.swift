@@ -16,9 +16,12 @@ final class HomeController: Sendable {
     private let history: HistoryRecorder
     /// Live HTTP event streams.
     let events: EventHub
+    /// Where light commands are forwarded first, when a REST upstream takes them.
+    private let upstream: UpstreamClient?
 
     init(configuration: BridgeConfiguration, logger: Logger, mqtt: MQTTClient, history: HistoryRecorder,
-         events: EventHub, startedAt: Date) {
+         events: EventHub, upstream: UpstreamClient?, startedAt: Date) {
+        self.upstream = upstream
         self.configuration = configuration
         self.logger = logger
         self.mqtt = mqtt
@@ -55,7 +58,18 @@ final class HomeController: Sendable {
             return messages
         }
         for (topic, payload) in messages { publish(topic, payload) }
-        logger.info("published retained state", ["messages": String(messages.count + 2)])
+        var availability = 0
+        if configuration.source.kind == .rest {
+            let offline = store.withLock { $0.offline }
+            for user in configuration.users {
+                for room in user.rooms {
+                    let key = RoomKey(user: user.id, room: room.id)
+                    publish(topics.availability(user: user.id, room: room.id), offline.contains(key) ? "offline" : "online")
+                    availability += 1
+                }
+            }
+        }
+        logger.info("published retained state", ["messages": String(messages.count + availability + 2)])
     }
 
     /// Stores readings and publishes those whose payload changed (or whose refresh is due), then
@@ -132,7 +146,7 @@ final class HomeController: Sendable {
             reject(rejection, topic: message.topic, user: target.user, room: target.room, source: "mqtt")
             return
         }
-        _ = execute(command, user: target.user, room: target.room, source: "mqtt", topic: message.topic)
+        self.command(command, user: target.user, room: target.room, source: "mqtt", topic: message.topic)
     }
 
     /// Applies a light command and publishes the result: the one path every command takes,
@@ -172,6 +186,63 @@ final class HomeController: Sendable {
         }
     }
 
+    /// Marks a polled room online or offline and publishes its retained availability.
+    func setAvailability(user: String, room: String, online: Bool) {
+        let key = RoomKey(user: user, room: room)
+        store.withLock { state in
+            if online { state.offline.remove(key) } else { state.offline.insert(key) }
+        }
+        publish(topics.availability(user: user, room: room), online ? "online" : "offline")
+    }
+
+    // MARK: Command entry points
+
+    /// Runs a command from MQTT or an alarm. With a REST upstream that takes light commands, the
+    /// command is forwarded first, without holding up the caller.
+    func command(_ command: LightCommand, user: String, room: String, source: String, topic: String? = nil) {
+        guard upstream != nil else {
+            execute(command, user: user, room: room, source: source, topic: topic)
+            return
+        }
+        Task { await forwardThenExecute(command, user: user, room: room, source: source, topic: topic) }
+    }
+
+    /// Runs a command from the HTTP API and waits for its outcome (on libmicrohttpd's thread, which
+    /// may block; never called from async code).
+    func commandAndWait(_ command: LightCommand, user: String, room: String, source: String)
+        -> Result<Reading, CommandRejection>
+    {
+        guard upstream != nil else { return execute(command, user: user, room: room, source: source) }
+        let done = DispatchSemaphore(value: 0)
+        let outcome = OutcomeBox()
+        Task {
+            outcome.value = await forwardThenExecute(command, user: user, room: room, source: source, topic: nil)
+            done.signal()
+        }
+        done.wait()
+        return outcome.value ?? .failure(.upstream(status: 0, detail: "no answer"))
+    }
+
+    /// Resolves the command against the current state, has the upstream switch the light, and only
+    /// when it accepts, applies and publishes the new state.
+    private func forwardThenExecute(_ command: LightCommand, user: String, room: String, source: String,
+                                    topic: String?) async -> Result<Reading, CommandRejection> {
+        let target = store.home.commandTarget(user: user, room: room)
+        guard case .success(let (owner, found)) = target, let upstream else {
+            return execute(command, user: user, room: room, source: source, topic: topic)
+        }
+        let current = store.home.value(of: .lights, in: RoomKey(user: owner.id, room: found.id)) == .binary(true)
+        let on = command.applied(to: current)
+        switch await upstream.forwardLights(user: owner.id, room: found, on: on) {
+        case .success:
+            return execute(on ? .on : .off, user: owner.id, room: found.id, source: source, topic: topic)
+        case .failure(let rejection):
+            reject(rejection, topic: topic ?? topics.lightsSet(user: owner.id, room: found.id), user: owner.id,
+                   room: found.id, source: source)
+            return .failure(rejection)
+        }
+    }
+
     /// Publishes a JSON event on the user's events topic (not retained) and to the user's HTTP
     /// event streams.
     func publishEvent(user: String, _ event: JSONValue) {
@@ -195,16 +266,10 @@ final class HomeController: Sendable {
         store.withLock { state in
             var restored = 0
             for row in rows {
-                guard let sensor = SensorKind(rawValue: row.sensor),
-                      state.home.user(id: row.user)?.rooms.first(where: { $0.id == row.room })?.sensors.contains(sensor)
-                          == true
-                else { continue }
-                let value: SensorValue?
-                if sensor.isNumeric {
-                    value = Double(row.value).map(SensorValue.number)
-                } else {
-                    value = row.value == "ON" ? .binary(true) : row.value == "OFF" ? .binary(false) : nil
-                }
+                let sensor = SensorKind.named(row.sensor)
+                // Only rooms still configured; their sensors may include ones an upstream reported.
+                guard state.home.user(id: row.user)?.rooms.contains(where: { $0.id == row.room }) == true else { continue }
+                let value = SensorValue.parse(row.value, for: sensor)
                 guard let value else { continue }
                 state.home.record(Reading(user: row.user, room: row.room, sensor: sensor, value: value), at: row.time)
                 restored += 1
@@ -219,4 +284,10 @@ final class HomeController: Sendable {
         publishEvent(user: user, BridgeEvent.commandRejected(topic: topic, room: room, rejection: rejection, source: source,
                                                              at: Date()))
     }
+}
+
+/// Carries a command's outcome from the task that forwarded it to the thread waiting for it.
+private final class OutcomeBox: @unchecked Sendable {
+    // @unchecked: written once by the task before it signals, read once by the waiter after.
+    var value: Result<Reading, CommandRejection>?
 }

@@ -8,6 +8,8 @@ final class HomeStore: Sendable {
     struct State {
         var home: Home
         var tracker: PublishTracker
+        /// Polled rooms whose upstream is failing.
+        var offline: Set<RoomKey> = []
     }
 
     private let state: Mutex<State>

@@ -1,0 +1,199 @@
+import BridgeCore
+import BridgeHTTP
+import BridgeRuntime
+import Foundation
+import Synchronization
+import Testing
+
+/// `source.kind: rest` against an upstream the test controls: it answers normally, slowly, with
+/// 500, with garbage, with the wrong shape, or not at all.
+@Suite(.timeLimit(.minutes(3)))
+struct RestSourceTests {
+    enum Mode: String, Sendable, CaseIterable {
+        case normal, serverError, garbage, wrongShape, mismatched, slow
+    }
+
+    /// The test's upstream: serves the seed route for every room, in a mode chosen per room, and
+    /// records every request.
+    final class Upstream: Sendable {
+        struct Request: Sendable {
+            var method: String
+            var path: String
+            var body: String
+        }
+
+        /// What the handler (on the server's threads) and the test share.
+        final class State: Sendable {
+            let modes = Mutex<[String: Mode]>([:])
+            let temperature = Mutex<String>("25.5")
+            let requests = Mutex<[Request]>([])
+            let commandStatus = Mutex<Int>(200)
+        }
+
+        let port: Int
+        private let server: HTTPServer
+        private let state = State()
+
+        init(port: Int = 0) throws {
+            let state = state
+            server = HTTPServer(configuration: HTTPServerConfiguration(port: port, threadPoolSize: 8)) { request in
+                state.requests.withLock {
+                    $0.append(Request(method: request.method, path: request.path,
+                                      body: String(decoding: request.body, as: UTF8.self)))
+                }
+                let parts = request.path.split(separator: "/").map(String.init)
+                if parts.first == "lights" {
+                    return HTTPResponse(status: state.commandStatus.withLock { $0 }, body: Array("{}".utf8))
+                }
+                guard parts.count == 3, parts[0] == "rooms" else { return HTTPResponse(status: 404) }
+                let room = parts[2]
+                let json: String
+                switch state.modes.withLock({ $0[room] ?? .normal }) {
+                case .normal:
+                    let value = state.temperature.withLock { $0 }
+                    let last = room == "Kitchen" || room == "Bathroom" ? ("Gas", "Okey") : ("Movement", "Detected")
+                    json = #"{"SensorNames":["Temperature","Humidity","Lights","\#(last.0)","Pressure"],"SensorIcon":["temperature","humidity","On","\#(last.1)","pressure"],"SensorValues":["\#(value)","55.0","On","\#(last.1)","1013 hPa"]}"#
+                case .serverError: return HTTPResponse(status: 500, body: Array("database on fire".utf8))
+                case .garbage: json = "<html>not json at all</html>"
+                case .wrongShape: json = #"{"rooms":["Kitchen"]}"#
+                case .mismatched: json = #"{"SensorNames":["Temperature","Humidity"],"SensorIcon":["temperature"],"SensorValues":["25.0"]}"#
+                case .slow:
+                    usleep(1_500_000)
+                    json = #"{"SensorNames":["Temperature"],"SensorIcon":["temperature"],"SensorValues":["20.0"]}"#
+                }
+                return HTTPResponse(status: 200, headers: [("Content-Type", "application/json")], body: Array(json.utf8))
+            }
+            try server.start()
+            self.port = server.port
+        }
+
+        func set(_ mode: Mode, for room: String) { state.modes.withLock { $0[room] = mode } }
+        func setTemperature(_ value: String) { state.temperature.withLock { $0 = value } }
+        func setCommandStatus(_ status: Int) { state.commandStatus.withLock { $0 = status } }
+        func polls(of room: String) -> Int {
+            state.requests.withLock { $0.filter { $0.path.hasSuffix("/\(room)") }.count }
+        }
+        var commands: [Request] { state.requests.withLock { $0.filter { $0.path.hasPrefix("/lights") } } }
+        func stop() { server.stop() }
+    }
+
+    static func settings(upstream port: Int, extra: String = "") -> String {
+        """
+        http:
+          legacy_routes: true
+        source:
+          kind: rest
+          base_url: http://127.0.0.1:\(port)
+          interval: 0.3
+          timeout: 0.5
+          failures_before_offline: 3
+          max_backoff: 1
+        \(extra)
+        """
+    }
+
+    @Test func normalAnswersBecomeTopicsAndUnknownSensorsPassThrough() async throws {
+        let upstream = try Upstream()
+        let broker = try await TestBroker()
+        let watcher = try await TestSubscriber(broker: broker.port, subscribe: ["smarthome/1/#"])
+        let bridge = try await BridgeProcess(broker: broker, settings: Self.settings(upstream: upstream.port))
+        try await watcher.waitFor("smarthome/1/kitchen/temperature", payload: "25.5")
+        try await watcher.waitFor("smarthome/1/kitchen/pressure", payload: "1013 hPa")
+        try await watcher.waitFor("smarthome/1/garden/movement", payload: "ON")
+        try await watcher.waitFor("smarthome/1/kitchen/availability", payload: "online")
+        // Lights are the bridge's own when no lights_command is set: the upstream's "On" is ignored.
+        #expect(watcher.last("smarthome/1/kitchen/lights") == "OFF")
+        let room = try await watcher.waitFor { $0.topic == "smarthome/1/kitchen" && $0.text.contains("Pressure") }
+        #expect(room.text.contains(#""SensorValues":["25.5","55.0","Off","Okey","1013 hPa"]"#), "\(room.text)")
+        let http = try await HTTP.get(bridge.httpPort, "/rooms/1/Kitchen")
+        #expect(try JSONDecoder().decode(sensorsModel.self, from: http.body).SensorNames.last == "Pressure")
+
+        upstream.setTemperature("26.1")
+        try await watcher.waitFor("smarthome/1/kitchen/temperature", payload: "26.1")
+        // Only changes are published: an unchanged humidity is not sent again on every poll.
+        try await Task.sleep(for: .seconds(1))
+        #expect(watcher.messages.filter { $0.topic == "smarthome/1/kitchen/humidity" }.count == 1)
+        #expect(bridge.log.contains("source.lights_command is not set"))
+    }
+
+    @Test(arguments: Mode.allCases.filter { $0 != .normal })
+    func eachFailureKindTakesOnlyThatRoomOfflineUntilItRecovers(mode: Mode) async throws {
+        let upstream = try Upstream()
+        let broker = try await TestBroker()
+        let watcher = try await TestSubscriber(broker: broker.port, subscribe: ["smarthome/1/#"])
+        let bridge = try await BridgeProcess(broker: broker, settings: Self.settings(upstream: upstream.port))
+        try await watcher.waitFor("smarthome/1/kitchen/temperature", payload: "25.5")
+
+        upstream.set(mode, for: "Kitchen")
+        try await watcher.waitFor("smarthome/1/kitchen/availability", payload: "offline")
+        // The last values stay, over MQTT and HTTP.
+        #expect(watcher.last("smarthome/1/kitchen/temperature") == "25.5")
+        let kept = try await HTTP.get(bridge.httpPort, "/rooms/1/Kitchen")
+        #expect(try JSONDecoder().decode(sensorsModel.self, from: kept.body).SensorValues.first == "25.5")
+        // Other rooms keep being polled on time meanwhile.
+        let bedroomBefore = upstream.polls(of: "Bedroom")
+        try await Task.sleep(for: .seconds(1.5))
+        #expect(upstream.polls(of: "Bedroom") - bedroomBefore >= 3, "other rooms were held up")
+        #expect(watcher.last("smarthome/1/bedroom/availability") == "online")
+        // One log line for the failure, not one per poll.
+        let lines = bridge.log.split(separator: "\n").filter { $0.contains("upstream poll failed user=1 room=kitchen") }
+        #expect(lines.count == 1, "\(lines)")
+
+        upstream.set(.normal, for: "Kitchen")
+        try await watcher.waitFor("smarthome/1/kitchen/availability", payload: "online")
+        #expect(bridge.log.contains("upstream room answers again"))
+    }
+
+    @Test func theUpstreamKilledAndRestartedIsRecoveredFrom() async throws {
+        let upstream = try Upstream()
+        let port = upstream.port
+        let broker = try await TestBroker()
+        let watcher = try await TestSubscriber(broker: broker.port, subscribe: ["smarthome/+/+/availability"])
+        let bridge = try await BridgeProcess(broker: broker, settings: Self.settings(upstream: port))
+        try await watcher.waitFor("smarthome/2/balcony/availability", payload: "online")
+        upstream.stop()
+        try await watcher.waitFor("smarthome/2/balcony/availability", payload: "offline")
+        try await watcher.waitFor("smarthome/1/kitchen/availability", payload: "offline")
+        watcher.clear()
+        let restarted = try Upstream(port: port)
+        try await watcher.waitFor("smarthome/2/balcony/availability", payload: "online")
+        try await watcher.waitFor("smarthome/1/kitchen/availability", payload: "online")
+        #expect(restarted.polls(of: "Kitchen") > 0)
+        #expect(try await HTTP.get(bridge.httpPort, "/healthz").status == 200)
+    }
+
+    @Test func lightCommandsAreForwardedWithTheTemplateAndRefusalsReported() async throws {
+        let upstream = try Upstream()
+        let broker = try await TestBroker()
+        let watcher = try await TestSubscriber(broker: broker.port, subscribe: ["smarthome/1/#"])
+        let template = """
+              lights_command:
+                method: PUT
+                path: /lights/{userID}/{room}
+                body: '{"state":"{state}"}'
+            """
+        let bridge = try await BridgeProcess(broker: broker, settings: Self.settings(upstream: upstream.port, extra: template))
+        try await watcher.waitFor("smarthome/1/kitchen/availability", payload: "online")
+        upstream.setTemperature("25.5")
+
+        // The upstream's own light state ("On") is taken as it is when commands go to it.
+        try await watcher.waitFor("smarthome/1/kitchen/lights", payload: "ON")
+        try watcher.publish("smarthome/1/kitchen/lights/set", "TOGGLE")
+        try await watcher.waitFor(timeout: 5) { _ in !upstream.commands.isEmpty }
+        let forwarded = try #require(upstream.commands.first)
+        #expect(forwarded.method == "PUT")
+        #expect(forwarded.path == "/lights/1/Kitchen")
+        #expect(forwarded.body == #"{"state":"OFF"}"#)
+
+        upstream.setCommandStatus(409)
+        try watcher.publish("smarthome/1/bedroom/lights/set", "ON")
+        let event = try await watcher.waitFor { $0.topic == "smarthome/1/events" && $0.text.contains("upstream_refused") }
+        #expect(event.text.contains("409"))
+        let token = try await APITests.token(bridge.httpPort, "Cemalettin", "12345")
+        let refused = try await HTTP.send(bridge.httpPort, "/api/v1/rooms/garden/lights", method: "POST",
+                                          body: Data(#"{"state":"OFF"}"#.utf8), token: token)
+        #expect(refused.status == 409)
+        #expect(refused.text.contains("upstream answered 409"))
+        #expect(upstream.commands.count == 3)
+    }
+}
