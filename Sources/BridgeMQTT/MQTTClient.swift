@@ -158,6 +158,18 @@ public final class MQTTClient: Sendable {
         }
     }
 
+    /// Stops a subscription, now and for later reconnects.
+    public func unsubscribe(_ filter: String) throws(MQTTError) {
+        guard let mosq = handle.pointer else { throw MQTTError("unsubscribe", code: Int32(MOSQ_ERR_NO_CONN.rawValue)) }
+        let connected = context.state.withLock { state in
+            state.subscriptions.removeAll { $0.filter == filter }
+            return state.connected
+        }
+        if connected {
+            try MQTTError.check(mosquitto_unsubscribe(mosq, nil, filter), "unsubscribe from \(filter)")
+        }
+    }
+
     /// Waits until every message published so far has been handed to the broker (acknowledged for
     /// QoS 1), or `timeout` seconds pass. Returns whether everything went out.
     public func waitForPublished(timeout: Double) async -> Bool {

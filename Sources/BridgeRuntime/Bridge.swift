@@ -20,6 +20,7 @@ public final class Bridge: Sendable {
     private let recorder: HistoryRecorder
     private let scheduler: AlarmScheduler
     private let restSource: RestSource?
+    private let sweep: DiscoverySweep
     private let brokerAddress: String
     private let startedAt = Date()
 
@@ -53,6 +54,9 @@ public final class Bridge: Sendable {
         } else {
             restSource = nil
         }
+        sweep = DiscoverySweep(identity: HomeAssistantDiscovery(
+            prefix: configuration.homeAssistant.prefix, topics: Topics(base: configuration.mqtt.baseTopic),
+            version: Bridge.version, sourceKind: configuration.source.kind.rawValue))
         let schedule = AlarmSchedule(
             timeZone: configuration.scheduler.timezone.flatMap(TimeZone.init(identifier:)) ?? .current,
             grace: configuration.scheduler.grace
@@ -211,6 +215,10 @@ public final class Bridge: Sendable {
             logger.error("cannot read the last values; starting from defaults", ["error": error.description])
         }
         try mqtt.subscribe(controller.topics.commandFilter, qos: configuration.mqtt.qos)
+        try mqtt.subscribe(sweep.filter, qos: 0)
+        if let discovery = controller.discovery {
+            try mqtt.subscribe(discovery.statusTopic, qos: 0)
+        }
         try mqtt.start()
         logger.info("connecting to broker", ["broker": brokerAddress, "client_id": configuration.mqtt.effectiveClientID])
 
@@ -242,6 +250,34 @@ public final class Bridge: Sendable {
             }
             controller.record(simulator.step(), publish: true)
         }
+    }
+
+    /// Home Assistant came (back) online: after a short random delay, so it has subscribed, it
+    /// gets every config and state again, and no entity stays unavailable.
+    private func homeAssistantStatus(_ message: MQTTMessage) {
+        guard message.text == "online" else { return }
+        let delay = Int.random(in: 1000...3000)
+        logger.info("Home Assistant is online; republishing discovery and states", ["delay_ms": String(delay)])
+        Task {
+            try? await Task.sleep(for: .milliseconds(delay))
+            controller.publishEverything()
+        }
+    }
+
+    /// Clears this bridge's retained discovery configs for entities it no longer has.
+    private func sweepStaleConfigs() async {
+        try? await Task.sleep(for: DiscoverySweep.window)
+        let current = Set(controller.discovery?.configs(home: controller.store.home).map(\.topic) ?? [])
+        let stale = sweep.finish(current: current)
+        for topic in stale {
+            do {
+                try mqtt.publish(topic: topic, payload: [], qos: configuration.mqtt.qos, retain: true)
+            } catch {
+                logger.warning("cannot clear a stale discovery config", ["topic": topic, "error": error.description])
+            }
+        }
+        if !stale.isEmpty { logger.info("cleared stale Home Assistant configs", ["count": String(stale.count)]) }
+        try? mqtt.unsubscribe(sweep.filter)
     }
 
     /// Deletes readings older than `storage.retention_days`, at start and then hourly.
@@ -287,6 +323,9 @@ public final class Bridge: Sendable {
                 logger.info("connected to broker", ["broker": brokerAddress])
                 wasConnected = true
                 controller.publishEverything()
+                if sweep.begin() {
+                    Task { await self.sweepStaleConfigs() }
+                }
             case .refused(let reason):
                 logger.error("broker refused: \(reason)", ["broker": brokerAddress])
             case .disconnected(let unexpected, let reason):
@@ -297,6 +336,11 @@ public final class Bridge: Sendable {
                 }
                 wasConnected = false
             case .message(let message):
+                if sweep.collect(message) { continue }
+                if let discovery = controller.discovery, message.topic == discovery.statusTopic {
+                    homeAssistantStatus(message)
+                    continue
+                }
                 controller.handleCommand(message)
             }
         }

@@ -18,10 +18,17 @@ final class HomeController: Sendable {
     let events: EventHub
     /// Where light commands are forwarded first, when a REST upstream takes them.
     private let upstream: UpstreamClient?
+    /// Home Assistant discovery, when `homeassistant.discovery` is on.
+    let discovery: HomeAssistantDiscovery?
 
     init(configuration: BridgeConfiguration, logger: Logger, mqtt: MQTTClient, history: HistoryRecorder,
          events: EventHub, upstream: UpstreamClient?, startedAt: Date) {
         self.upstream = upstream
+        discovery = configuration.homeAssistant.discovery
+            ? HomeAssistantDiscovery(prefix: configuration.homeAssistant.prefix,
+                                     topics: Topics(base: configuration.mqtt.baseTopic), version: Bridge.version,
+                                     sourceKind: configuration.source.kind.rawValue)
+            : nil
         self.configuration = configuration
         self.logger = logger
         self.mqtt = mqtt
@@ -41,6 +48,14 @@ final class HomeController: Sendable {
                               users: configuration.users, startedAt: startedAt)
         publish(topics.bridgeState, "online")
         publish(topics.bridgeInfo, info.json.serialized)
+        var configs = 0
+        if let discovery {
+            // Configs before states, so Home Assistant has each entity when its state arrives.
+            for config in discovery.configs(home: store.home) {
+                publish(config.topic, config.payload.serialized)
+                configs += 1
+            }
+        }
         let messages: [(String, String)] = store.withLock { state in
             let now = store.now
             var messages: [(String, String)] = []
@@ -69,7 +84,7 @@ final class HomeController: Sendable {
                 }
             }
         }
-        logger.info("published retained state", ["messages": String(messages.count + availability + 2)])
+        logger.info("published retained state", ["messages": String(messages.count + availability + configs + 2)])
     }
 
     /// Stores readings and publishes those whose payload changed (or whose refresh is due), then

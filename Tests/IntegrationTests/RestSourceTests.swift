@@ -7,7 +7,7 @@ import Testing
 
 /// `source.kind: rest` against an upstream the test controls: it answers normally, slowly, with
 /// 500, with garbage, with the wrong shape, or not at all.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.serialized, .timeLimit(.minutes(3)))
 struct RestSourceTests {
     enum Mode: String, Sendable, CaseIterable {
         case normal, serverError, garbage, wrongShape, mismatched, slow
@@ -124,6 +124,7 @@ struct RestSourceTests {
         let bridge = try await BridgeProcess(broker: broker, settings: Self.settings(upstream: upstream.port))
         try await watcher.waitFor("smarthome/1/kitchen/temperature", payload: "25.5")
 
+        let pollsBefore = upstream.polls(of: "Kitchen")
         upstream.set(mode, for: "Kitchen")
         try await watcher.waitFor("smarthome/1/kitchen/availability", payload: "offline")
         // The last values stay, over MQTT and HTTP.
@@ -135,13 +136,15 @@ struct RestSourceTests {
         try await Task.sleep(for: .seconds(1.5))
         #expect(upstream.polls(of: "Bedroom") - bedroomBefore >= 3, "other rooms were held up")
         #expect(watcher.last("smarthome/1/bedroom/availability") == "online")
-        // One log line for the failure, not one per poll.
+        // A log line when the problem changes, not one per poll (a slow machine may add a timeout).
+        let failedPolls = upstream.polls(of: "Kitchen") - pollsBefore
         let lines = bridge.log.split(separator: "\n").filter { $0.contains("upstream poll failed user=1 room=kitchen") }
-        #expect(lines.count == 1, "\(lines)")
+        #expect(!lines.isEmpty && lines.count <= 2 && lines.count < failedPolls, "\(failedPolls) polls: \(lines)")
 
+        watcher.clear()
         upstream.set(.normal, for: "Kitchen")
         try await watcher.waitFor("smarthome/1/kitchen/availability", payload: "online")
-        #expect(bridge.log.contains("upstream room answers again"))
+        #expect(bridge.log.contains("upstream room answers again user=1 room=kitchen"))
     }
 
     @Test func theUpstreamKilledAndRestartedIsRecoveredFrom() async throws {

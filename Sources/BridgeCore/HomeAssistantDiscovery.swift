@@ -1,0 +1,148 @@
+/// Home Assistant MQTT discovery (contract section 5): one retained config per entity under
+/// `<prefix>/<component>/<node_id>/<object_id>/config`, full key names (no abbreviations).
+///
+/// Ids derive from the base topic, so two bridges with different base topics on one broker never
+/// collide, and stay the same across restarts so Home Assistant keeps each entity's history.
+public struct HomeAssistantDiscovery: Sendable {
+    public struct Config: Sendable, Equatable {
+        public var topic: String
+        public var payload: JSONValue
+    }
+
+    public var prefix: String
+    public var topics: Topics
+    public var version: String
+    /// `simulated` or `rest`: the rooms' device model; rest rooms also list their availability topic.
+    public var sourceKind: String
+
+    public init(prefix: String, topics: Topics, version: String, sourceKind: String) {
+        self.prefix = prefix
+        self.topics = topics
+        self.version = version
+        self.sourceKind = sourceKind
+    }
+
+    /// The base topic as an id: characters other than letters, digits, `_` and `-` become `_`.
+    public var idPrefix: String {
+        String(topics.base.map { $0.isLetter || $0.isNumber || $0 == "-" ? $0 : "_" })
+    }
+
+    /// The bridge's own device id, named as `via_device` by every room: how the bridge recognises
+    /// its configs among everyone's.
+    public var bridgeDeviceID: String { "\(idPrefix)_bridge" }
+
+    /// Where Home Assistant announces itself (`online` after it starts).
+    public var statusTopic: String { "\(prefix)/status" }
+
+    /// The subscription that sees every retained discovery config on the broker.
+    public var configFilter: String { "\(prefix)/+/+/+/config" }
+
+    private var origin: JSONValue {
+        .object([("name", .string("SmartHomeBridge")), ("sw_version", .string(version))])
+    }
+
+    /// Every config: the bridge's connectivity sensor, then each sensor of each room.
+    public func configs(home: Home) -> [Config] {
+        var configs = [bridgeConfig]
+        for user in home.users {
+            for room in user.rooms {
+                for sensor in home.sensors(of: room, user: user.id) {
+                    configs.append(config(user: user, room: room, sensor: sensor))
+                }
+            }
+        }
+        return configs
+    }
+
+    /// The bridge's own device, with a connectivity binary sensor on `<base>/bridge/state`.
+    public var bridgeConfig: Config {
+        let payload = JSONValue.object([
+            ("name", .string("Connectivity")),
+            ("unique_id", .string("\(bridgeDeviceID)_connectivity")),
+            ("object_id", .string("\(bridgeDeviceID)_connectivity")),
+            ("state_topic", .string(topics.bridgeState)),
+            ("payload_on", .string("online")),
+            ("payload_off", .string("offline")),
+            ("device_class", .string("connectivity")),
+            ("entity_category", .string("diagnostic")),
+            ("device", .object([
+                ("identifiers", .strings([bridgeDeviceID])),
+                ("name", .string("SmartHomeBridge (\(topics.base))")),
+                ("manufacturer", .string("SmartHomeBridge")),
+                ("model", .string("Bridge")),
+                ("sw_version", .string(version)),
+            ])),
+            ("origin", origin),
+        ])
+        return Config(topic: "\(prefix)/binary_sensor/\(bridgeDeviceID)/connectivity/config", payload: payload)
+    }
+
+    /// One sensor's config: its component, device class, unit and topics.
+    public func config(user: User, room: Room, sensor: SensorKind) -> Config {
+        let node = "\(idPrefix)_\(user.id)_\(room.id)"
+        let stateTopic = topics.sensor(user: user.id, room: room.id, sensor: sensor)
+        var members: [(String, JSONValue)] = [
+            ("name", .string(sensor.displayName)),
+            ("unique_id", .string("\(node)_\(sensor.id)")),
+            ("object_id", .string("\(node)_\(sensor.id)")),
+            ("state_topic", .string(stateTopic)),
+        ]
+        let component: String
+        switch sensor {
+        case .temperature, .humidity:
+            component = "sensor"
+            members += [
+                ("device_class", .string(sensor.id)),
+                ("unit_of_measurement", .string(sensor.unit ?? "")),
+                ("state_class", .string("measurement")),
+                ("suggested_display_precision", .integer(1)),
+            ]
+        case .movement, .gas:
+            component = "binary_sensor"
+            members += [
+                ("device_class", .string(sensor == .movement ? "motion" : "gas")),
+                ("payload_on", .string("ON")),
+                ("payload_off", .string("OFF")),
+            ]
+        case .lights:
+            component = "light"
+            members += [
+                ("command_topic", .string(topics.lightsSet(user: user.id, room: room.id))),
+                ("payload_on", .string("ON")),
+                ("payload_off", .string("OFF")),
+                ("optimistic", .bool(false)),
+            ]
+        default:
+            component = "sensor"  // a generic upstream sensor: its text as it comes
+        }
+        var availability: [JSONValue] = [.object([("topic", .string(topics.bridgeState))])]
+        if sourceKind == "rest" {
+            availability.append(.object([("topic", .string(topics.availability(user: user.id, room: room.id)))]))
+        }
+        members += [
+            ("availability", .array(availability)),
+            ("availability_mode", .string("all")),
+            ("payload_available", .string("online")),
+            ("payload_not_available", .string("offline")),
+            ("device", .object([
+                ("identifiers", .strings([node])),
+                ("name", .string("\(user.username) \(room.name)")),
+                ("suggested_area", .string(room.name)),
+                ("manufacturer", .string("SmartHomeBridge")),
+                ("model", .string(sourceKind)),
+                ("sw_version", .string(version)),
+                ("via_device", .string(bridgeDeviceID)),
+            ])),
+            ("origin", origin),
+        ]
+        return Config(topic: "\(prefix)/\(component)/\(node)/\(sensor.id)/config", payload: .object(members))
+    }
+
+    /// Whether a retained config found on the broker was published by a bridge with this base
+    /// topic (so it may be cleared when the bridge no longer has that entity).
+    public func isOwn(payload: [UInt8]) -> Bool {
+        let text = String(decoding: payload, as: UTF8.self)
+        return text.contains("\"via_device\":\"\(bridgeDeviceID)\"")
+            || text.contains("\"unique_id\":\"\(bridgeDeviceID)_connectivity\"")
+    }
+}

@@ -1,0 +1,117 @@
+import Foundation
+import Testing
+@testable import BridgeCore
+
+@Suite struct HomeAssistantDiscoveryTests {
+    let discovery = HomeAssistantDiscovery(prefix: "homeassistant", topics: Topics(base: "smarthome"), version: "0.1.0",
+                                           sourceKind: "simulated")
+    let user = Fixtures.users[0]
+
+    func payload(_ sensor: SensorKind, room: String = "Kitchen", using builder: HomeAssistantDiscovery? = nil)
+        throws -> (topic: String, fields: [String: Any])
+    {
+        let config = (builder ?? discovery).config(user: user, room: user.room(named: room)!, sensor: sensor)
+        let fields = try JSONSerialization.jsonObject(with: Data(config.payload.bytes)) as? [String: Any] ?? [:]
+        return (config.topic, fields)
+    }
+
+    @Test func temperatureIsAMeasuredSensor() throws {
+        let (topic, fields) = try payload(.temperature)
+        #expect(topic == "homeassistant/sensor/smarthome_1_kitchen/temperature/config")
+        #expect(fields["name"] as? String == "Temperature")
+        #expect(fields["unique_id"] as? String == "smarthome_1_kitchen_temperature")
+        #expect(fields["state_topic"] as? String == "smarthome/1/kitchen/temperature")
+        #expect(fields["device_class"] as? String == "temperature")
+        #expect(fields["unit_of_measurement"] as? String == "°C")
+        #expect(fields["state_class"] as? String == "measurement")
+        #expect(fields["command_topic"] == nil)
+        let humidity = try payload(.humidity).fields
+        #expect(humidity["device_class"] as? String == "humidity")
+        #expect(humidity["unit_of_measurement"] as? String == "%")
+        #expect(humidity["state_class"] as? String == "measurement")
+    }
+
+    @Test func movementAndGasAreBinarySensors() throws {
+        let (topic, gas) = try payload(.gas)
+        #expect(topic == "homeassistant/binary_sensor/smarthome_1_kitchen/gas/config")
+        #expect(gas["device_class"] as? String == "gas")
+        #expect(gas["payload_on"] as? String == "ON")
+        #expect(gas["payload_off"] as? String == "OFF")
+        #expect(gas["state_class"] == nil)
+        let (motionTopic, motion) = try payload(.movement, room: "Garden")
+        #expect(motionTopic == "homeassistant/binary_sensor/smarthome_1_garden/movement/config")
+        #expect(motion["device_class"] as? String == "motion")
+    }
+
+    @Test func lightsAreCommandableLights() throws {
+        let (topic, light) = try payload(.lights)
+        #expect(topic == "homeassistant/light/smarthome_1_kitchen/lights/config")
+        #expect(light["command_topic"] as? String == "smarthome/1/kitchen/lights/set")
+        #expect(light["state_topic"] as? String == "smarthome/1/kitchen/lights")
+        #expect(light["payload_on"] as? String == "ON")
+        #expect(light["payload_off"] as? String == "OFF")
+        #expect(light["optimistic"] as? Bool == false)
+    }
+
+    @Test func eachRoomIsADeviceBehindTheBridge() throws {
+        let fields = try payload(.lights).fields
+        let device = try #require(fields["device"] as? [String: Any])
+        #expect(device["identifiers"] as? [String] == ["smarthome_1_kitchen"])
+        #expect(device["name"] as? String == "Cemalettin Kitchen")
+        #expect(device["suggested_area"] as? String == "Kitchen")
+        #expect(device["manufacturer"] as? String == "SmartHomeBridge")
+        #expect(device["model"] as? String == "simulated")
+        #expect(device["sw_version"] as? String == "0.1.0")
+        #expect(device["via_device"] as? String == "smarthome_bridge")
+        #expect((fields["origin"] as? [String: Any])?["name"] as? String == "SmartHomeBridge")
+        let availability = try #require(fields["availability"] as? [[String: Any]])
+        #expect(availability.map { $0["topic"] as? String } == ["smarthome/bridge/state"])
+        #expect(fields["availability_mode"] as? String == "all")
+    }
+
+    @Test func restRoomsAlsoListTheirAvailability() throws {
+        let rest = HomeAssistantDiscovery(prefix: "homeassistant", topics: Topics(base: "smarthome"), version: "0.1.0",
+                                          sourceKind: "rest")
+        let fields = try payload(.temperature, using: rest).fields
+        let availability = try #require(fields["availability"] as? [[String: Any]])
+        #expect(availability.map { $0["topic"] as? String }
+            == ["smarthome/bridge/state", "smarthome/1/kitchen/availability"])
+        #expect((fields["device"] as? [String: Any])?["model"] as? String == "rest")
+    }
+
+    @Test func theBridgeHasAConnectivitySensor() throws {
+        let config = discovery.bridgeConfig
+        #expect(config.topic == "homeassistant/binary_sensor/smarthome_bridge/connectivity/config")
+        let fields = try JSONSerialization.jsonObject(with: Data(config.payload.bytes)) as? [String: Any] ?? [:]
+        #expect(fields["device_class"] as? String == "connectivity")
+        #expect(fields["state_topic"] as? String == "smarthome/bridge/state")
+        #expect(fields["payload_on"] as? String == "online")
+        #expect((fields["device"] as? [String: Any])?["identifiers"] as? [String] == ["smarthome_bridge"])
+    }
+
+    @Test func everyEntityOnceAndIdsDifferPerBaseTopic() {
+        let home = Fixtures.home()
+        let configs = discovery.configs(home: home)
+        #expect(configs.count == 1 + 16 * 4)
+        #expect(Set(configs.map(\.topic)).count == configs.count)
+        let other = HomeAssistantDiscovery(prefix: "homeassistant", topics: Topics(base: "flat/2"), version: "0.1.0",
+                                           sourceKind: "simulated")
+        let otherTopics = Set(other.configs(home: home).map(\.topic))
+        #expect(otherTopics.isDisjoint(with: Set(configs.map(\.topic))))
+        #expect(other.bridgeDeviceID == "flat_2_bridge")
+        let prefixed = HomeAssistantDiscovery(prefix: "ha", topics: Topics(base: "smarthome"), version: "0.1.0",
+                                              sourceKind: "simulated")
+        #expect(prefixed.configs(home: home).allSatisfy { $0.topic.hasPrefix("ha/") })
+        #expect(prefixed.statusTopic == "ha/status")
+    }
+
+    @Test func ownConfigsAreRecognised() {
+        let own = discovery.config(user: user, room: user.rooms[0], sensor: .lights).payload.bytes
+        #expect(discovery.isOwn(payload: own))
+        #expect(discovery.isOwn(payload: discovery.bridgeConfig.payload.bytes))
+        let other = HomeAssistantDiscovery(prefix: "homeassistant", topics: Topics(base: "smarthome_1"), version: "0",
+                                           sourceKind: "simulated")
+        #expect(!discovery.isOwn(payload: other.config(user: user, room: user.rooms[0], sensor: .lights).payload.bytes))
+        #expect(!discovery.isOwn(payload: Array(#"{"unique_id":"zigbee2mqtt_0x1"}"#.utf8)))
+    }
+}
