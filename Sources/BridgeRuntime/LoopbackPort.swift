@@ -43,17 +43,31 @@ public enum LoopbackPort {
 
     /// Whether something accepts TCP connections on 127.0.0.1:`port`.
     public static func isAccepting(port: Int) -> Bool {
+        guard let fd = connect(port: port) else { return false }
+        close(fd)
+        return true
+    }
+
+    /// A TCP socket connected to 127.0.0.1:`port`, or `nil`; the caller closes it.
+    /// - Parameter configure: socket options to set before connecting (buffer sizes, timeouts).
+    public static func connect(port: Int, configure: (Int32) -> Void = { _ in }) -> Int32? {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
+        guard fd >= 0 else { return nil }
+        configure(fd)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         let rc = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
-        return rc == 0
+        guard rc == 0 else {
+            close(fd)
+            return nil
+        }
+        return fd
     }
 
     /// Waits until 127.0.0.1:`port` accepts connections or `timeout` seconds pass.

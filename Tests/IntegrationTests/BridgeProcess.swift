@@ -75,12 +75,7 @@ final class BridgeProcess: @unchecked Sendable {
 
     /// Waits until the log contains `text`.
     func waitForLog(_ text: String, timeout: Double = 10) async -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if log.contains(text) { return true }
-            try? await Task.sleep(for: .milliseconds(50))
-        }
-        return log.contains(text)
+        await eventually(timeout: timeout) { log.contains(text) }
     }
 
     deinit {

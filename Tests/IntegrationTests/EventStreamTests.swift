@@ -1,3 +1,4 @@
+import BridgeRuntime
 import Foundation
 import Testing
 #if canImport(Glibc)
@@ -13,20 +14,14 @@ struct EventStreamTests {
         private var received: [UInt8] = []
 
         init(port: Int, token: String, receiveBuffer: Int? = nil) throws {
-            fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            if var size = receiveBuffer.map(Int32.init) {
-                setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
-            }
-            var timeout = timeval(tv_sec: 0, tv_usec: 200_000)
-            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = in_port_t(UInt16(port).bigEndian)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-            guard connected == 0 else { throw TestFailure("cannot connect") }
+            guard let fd = LoopbackPort.connect(port: port, configure: { fd in
+                if var size = receiveBuffer.map(Int32.init) {
+                    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+                }
+                var timeout = timeval(tv_sec: 0, tv_usec: 200_000)
+                setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            }) else { throw TestFailure("cannot connect") }
+            self.fd = fd
             let request = "GET /api/v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n"
                 + "Authorization: Bearer \(token)\r\n\r\n"
             _ = request.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }

@@ -67,6 +67,16 @@ final class TestBroker: @unchecked Sendable {
     }
 }
 
+/// Polls `condition` every 50 ms until it holds or `timeout` seconds pass; returns whether it held.
+func eventually(timeout: Double, _ condition: () -> Bool) async -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(50))
+    }
+    return condition()
+}
+
 struct TestFailure: Error, CustomStringConvertible {
     var description: String
 
