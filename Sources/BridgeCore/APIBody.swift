@@ -29,7 +29,7 @@ public enum APIBody {
     public static func lights(_ bytes: [UInt8]) -> Result<LightCommand, Problem> {
         object(bytes).flatMap { fields in
             string(fields, "state").flatMap { word in
-                guard let command = LightCommand(rawValue: word.uppercased()) else {
+                guard let command = LightCommand(word: word) else {
                     return .failure(Problem("field \"state\" must be ON, OFF or TOGGLE"))
                 }
                 return .success(command)

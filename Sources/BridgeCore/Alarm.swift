@@ -57,10 +57,30 @@ public struct Alarm: Sendable, Equatable {
         Date.ISO8601FormatStyle().format(date)
     }
 
-    /// Accepts ISO 8601 with or without fractional seconds, with `Z` or an offset.
+    /// Accepts ISO 8601 date-times (`2026-12-01T07:00:00Z`, `2026-12-01T07:00:00.250+03:00`) and
+    /// nothing else: a date or time that does not exist (`25:99`, 30 February) is refused rather than
+    /// rolled over, as Foundation's parser would.
     public static func parseDate(_ text: String) -> Date? {
-        if let date = try? Date.ISO8601FormatStyle().parse(text) { return date }
-        return try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text)
+        let pattern = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?(Z|([+-])(\d{2}):(\d{2}))$/
+        guard let match = text.wholeMatch(of: pattern),
+              let year = Int(match.1), let month = Int(match.2), let day = Int(match.3),
+              let hour = Int(match.4), let minute = Int(match.5), let second = Int(match.6)
+        else { return nil }
+        var offset = 0
+        if let sign = match.9, let hours = match.10.flatMap({ Int($0) }), let minutes = match.11.flatMap({ Int($0) }) {
+            guard hours <= 23, minutes <= 59 else { return nil }
+            offset = (sign == "-" ? -1 : 1) * (hours * 3600 + minutes * 60)
+        }
+        guard let zone = TimeZone(secondsFromGMT: offset) else { return nil }
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = zone
+        let components = DateComponents(calendar: calendar, timeZone: zone, year: year, month: month, day: day,
+                                        hour: hour, minute: minute, second: second)
+        guard hour <= 23, minute <= 59, second <= 59, components.isValidDate(in: calendar),
+              let date = calendar.date(from: components)
+        else { return nil }
+        let fraction = match.7.flatMap { Double("0" + $0) } ?? 0
+        return date.addingTimeInterval(fraction)
     }
 }
 
@@ -117,7 +137,7 @@ public struct AlarmDraft: Sendable, Equatable {
                 else {
                     return .failure(.init("field \"action.room\" must name one of your rooms with lights"))
                 }
-                guard let word = object["lights"] as? String, let command = LightCommand(rawValue: word.uppercased()) else {
+                guard let word = object["lights"] as? String, let command = LightCommand(word: word) else {
                     return .failure(.init("field \"action.lights\" must be ON, OFF or TOGGLE"))
                 }
                 action = Alarm.Action(room: room.id, lights: command)

@@ -19,14 +19,16 @@ extension HTTPRoutes {
             }
         case ["events"]:
             guard method == "GET" else { return HTTPRoutes.methodNotAllowed(allow: "GET") }
-            return authenticated(request) { userID, _ in
+            return authenticated(request) { userID, token in
                 let open = openEvents
                 return HTTPResponse(
                     status: 200,
+                    // Connection: close, so that ending the stream (logout, overflow, shutdown) also
+                    // ends the connection rather than leaving it idle for another request.
                     headers: [("Content-Type", "text/event-stream; charset=utf-8"), ("Cache-Control", "no-store"),
-                              ("X-Accel-Buffering", "no")],
+                              ("X-Accel-Buffering", "no"), ("Connection", "close")],
                     body: ServerSentEvents.preamble,
-                    stream: { sink in open(userID, sink) }
+                    stream: { sink in open(userID, token, sink) }
                 )
             }
         case ["rooms"]:

@@ -8,12 +8,18 @@ public struct HTTPRoutes: Sendable {
         public var mqttProblem: String?
         public var broker: String
         public var uptimeSeconds: Int
+        /// Messages waiting for the broker, and dropped because that queue was full (since start).
+        public var mqttQueued: Int
+        public var mqttDropped: Int
 
-        public init(mqttConnected: Bool, mqttProblem: String?, broker: String, uptimeSeconds: Int) {
+        public init(mqttConnected: Bool, mqttProblem: String?, broker: String, uptimeSeconds: Int,
+                    mqttQueued: Int = 0, mqttDropped: Int = 0) {
             self.mqttConnected = mqttConnected
             self.mqttProblem = mqttProblem
             self.broker = broker
             self.uptimeSeconds = uptimeSeconds
+            self.mqttQueued = mqttQueued
+            self.mqttDropped = mqttDropped
         }
     }
 
@@ -98,6 +104,8 @@ public struct HTTPRoutes: Sendable {
             ("mqtt", .string(health.mqttConnected ? "connected" : "disconnected")),
             ("broker", .string(health.broker)),
             ("uptimeSeconds", .integer(health.uptimeSeconds)),
+            ("mqttQueued", .integer(health.mqttQueued)),
+            ("mqttDropped", .integer(health.mqttDropped)),
         ]
         if let problem = health.mqttProblem, !health.mqttConnected {
             members.append(("problem", .string(problem)))

@@ -15,6 +15,15 @@ public enum LightCommand: String, Sendable, Equatable {
         }
     }
 
+    /// `ON`, `OFF` or `TOGGLE` in any ASCII case. Only ASCII is folded: full Unicode upper-casing
+    /// would read `oﬀ` (with the ligature ﬀ) as OFF.
+    public init?(word: String) {
+        guard word.unicodeScalars.allSatisfy(\.isASCII), let command = LightCommand(rawValue: word.uppercased()) else {
+            return nil
+        }
+        self = command
+    }
+
     /// The longest payload looked at; anything longer is not a command.
     public static let maxPayloadBytes = 256
 
@@ -30,7 +39,7 @@ public enum LightCommand: String, Sendable, Equatable {
         }
         let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
         if trimmed.hasPrefix("{") { return parseJSON(trimmed) }
-        if let command = LightCommand(rawValue: trimmed.uppercased()) { return .success(command) }
+        if let command = LightCommand(word: trimmed) { return .success(command) }
         return .failure(.badPayload("unknown command \(quoted(trimmed)); expected ON, OFF, TOGGLE or {\"state\":\"ON\"}"))
     }
 
@@ -50,7 +59,7 @@ public enum LightCommand: String, Sendable, Equatable {
         guard let word = state as? String else {
             return .failure(.badPayload("JSON field \"state\" must be a string"))
         }
-        guard let command = LightCommand(rawValue: word.uppercased()) else {
+        guard let command = LightCommand(word: word) else {
             return .failure(.badPayload("JSON field \"state\" is \(quoted(word)); expected ON, OFF or TOGGLE"))
         }
         return .success(command)

@@ -63,5 +63,6 @@ public struct SessionServices: Sendable {
 }
 
 /// Opens a user's live event stream (`GET /api/v1/events`); the runtime registers the sink with
-/// whatever publishes state changes and events.
-public typealias EventStreamOpener = @Sendable (_ userID: String, _ sink: any HTTPStreamSink) -> Void
+/// whatever publishes state changes and events, under the token that opened it so that logging out
+/// ends it too.
+public typealias EventStreamOpener = @Sendable (_ userID: String, _ token: String, _ sink: any HTTPStreamSink) -> Void

@@ -1,38 +1,46 @@
 import CMosquitto
 import Foundation
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// An MQTT client over libmosquitto, for async Swift code.
 ///
-/// libmosquitto runs the connection on its own thread (`mosquitto_loop_start`) and reconnects by
-/// itself with capped exponential backoff. Its callbacks are C functions that capture nothing;
-/// they reach this client's state through the `Unmanaged` pointer given to `mosquitto_new` and
-/// hand everything to async code through `events`.
+/// The client runs its own network thread (libmosquitto's `mosquitto_loop`), so it decides when to
+/// reconnect, how long to wait for the broker, and what to do with messages while the broker is
+/// away:
+/// - Reconnects with capped exponential backoff and jitter (`ReconnectBackoff`): after a lost
+///   connection, a refused one (wrong credentials) or an unreachable broker alike. While waiting
+///   it sleeps; nothing runs.
+/// - Takes a connection from which nothing has come for 1.5 × keepalive as dead (a broker that
+///   froze, a link that silently drops everything) and closes it, and gives up on a broker that
+///   takes the TCP connection but never answers CONNECT within keepalive seconds.
+/// - QoS 1/2 publishes wait in a bounded queue of its own (`MQTTOutbox`, `maxQueued`) while the
+///   broker is away, and go out in order once it is back; libmosquitto itself holds at most
+///   `maxInflight` unacknowledged messages, which it re-sends after a reconnect.
+/// - With `cleanSession` false the broker keeps the session between reconnects, and messages it
+///   re-sends after a reconnect are marked (`MQTTMessage.isRedelivery`).
+///
+/// Callbacks from libmosquitto are C functions that capture nothing; they reach the connection
+/// through the `Unmanaged` pointer given to libmosquitto and hand everything to async code through
+/// `events`.
 public final class MQTTClient: Sendable {
     /// Everything that happens on the connection, in order. Meant for one consumer.
     public let events: AsyncStream<MQTTEvent>
 
-    private let configuration: MQTTConfiguration
-    private let handle: MosquittoHandle
-    private let context: CallbackContext
+    private let connection: MQTTConnection
 
     /// Creates the client; nothing connects until `start()`.
     public init(configuration: MQTTConfiguration) throws(MQTTError) {
         MQTTClient.initializeLibrary
-        self.configuration = configuration
         let (stream, continuation) = AsyncStream.makeStream(of: MQTTEvent.self)
         events = stream
-        context = CallbackContext(continuation: continuation)
-        guard let mosq = mosquitto_new(configuration.clientID, true, Unmanaged.passUnretained(context).toOpaque()) else {
-            throw MQTTError("create client", code: Int32(MOSQ_ERR_NOMEM.rawValue))
-        }
-        handle = MosquittoHandle(mosq)
-        try configure(mosq)
+        connection = try MQTTConnection(configuration: configuration, continuation: continuation)
     }
 
     deinit {
-        handle.destroy()
-        context.continuation.finish()
+        connection.stop()
     }
 
     /// libmosquitto's global setup, run once per process.
@@ -40,48 +48,186 @@ public final class MQTTClient: Sendable {
         mosquitto_lib_init()
     }()
 
-    private func configure(_ mosq: OpaquePointer) throws(MQTTError) {
+    /// Starts the network thread and the first connection attempt. A broker that is down is not an
+    /// error: the client keeps trying with backoff and `events` reports `.connected` when it succeeds.
+    public func start() throws(MQTTError) {
+        try connection.start()
+    }
+
+    /// Whether the broker has accepted the current connection.
+    public var isConnected: Bool { connection.state.withLock { $0.phase == .connected } }
+
+    /// Why the last connection attempt or connection failed, if it did (`broker refused: not
+    /// authorised`, `Connection refused`, ...).
+    public var lastProblem: String? { connection.state.withLock { $0.lastProblem } }
+
+    /// Messages waiting in the client's own queue (mostly: while the broker is away).
+    public var queuedMessages: Int { connection.state.withLock { $0.outbox.count } }
+
+    /// Messages dropped from the queue since the client was made, because it was full.
+    public var droppedMessages: Int { connection.state.withLock { $0.outbox.droppedTotal } }
+
+    /// Connection attempts that failed in a row (0 while connected).
+    public var failedAttempts: Int { connection.state.withLock { $0.phase == .connected ? 0 : $0.failedAttempts } }
+
+    /// Seconds the client waits before its next connection attempt, while it waits.
+    public var nextAttemptDelay: Double? { connection.state.withLock { $0.nextAttemptDelay } }
+
+    /// Connection attempts made since start.
+    public var connectionAttempts: Int { connection.state.withLock { $0.attempts } }
+
+    /// Publishes a message. QoS 1/2 messages published while the broker is away wait in the
+    /// client's queue (up to `maxQueued`) and go out, in order, when it is back; QoS 0 messages
+    /// then fail with `MOSQ_ERR_NO_CONN`.
+    /// - Returns: the message id, or 0 when the message was queued.
+    @discardableResult
+    public func publish(topic: String, payload: [UInt8], qos: Int, retain: Bool) throws(MQTTError) -> Int32 {
+        try connection.publish(topic: topic, payload: payload, qos: qos, retain: retain)
+    }
+
+    /// Publishes text.
+    public func publish(topic: String, text: String, qos: Int, retain: Bool) throws(MQTTError) {
+        try publish(topic: topic, payload: Array(text.utf8), qos: qos, retain: retain)
+    }
+
+    /// Subscribes now (when connected) and again after every reconnect.
+    public func subscribe(_ filter: String, qos: Int) throws(MQTTError) {
+        try connection.subscribe(filter, qos: qos)
+    }
+
+    /// Stops a subscription, now and for later reconnects.
+    public func unsubscribe(_ filter: String) throws(MQTTError) {
+        try connection.unsubscribe(filter)
+    }
+
+    /// Waits until every message published so far has been handed to the broker (acknowledged for
+    /// QoS 1), or `timeout` seconds pass. Returns whether everything went out.
+    public func waitForPublished(timeout: Double) async -> Bool {
+        let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
+        while ContinuousClock.now < deadline {
+            if connection.allDelivered { return true }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return connection.allDelivered
+    }
+
+    /// Disconnects cleanly (no last will) and stops the network thread. The client can't be
+    /// started again.
+    public func stop() {
+        connection.stop()
+    }
+}
+
+/// The libmosquitto client, its network thread and the state both share with callers.
+///
+/// `@unchecked Sendable`: the `struct mosquitto *` is used by the network thread without the lock
+/// (libmosquitto's own locks make that safe, `mosquitto_threaded_set`), and by callers only with
+/// `state` locked and only before `stop()` destroys it (which happens after the thread ended,
+/// with `state` locked and `destroyed` set). Everything else mutable is in `state`.
+final class MQTTConnection: @unchecked Sendable {
+    enum Phase: Equatable {
+        case idle, connecting, connected, stopped
+    }
+
+    struct State {
+        var phase = Phase.idle
+        var started = false
+        var stopping = false
+        var destroyed = false
+        /// The broker's CONNACK on the current attempt, set by the callback.
+        var connack: (code: Int32, sessionPresent: Bool)?
+        var lastProblem: String?
+        var subscriptions: [(filter: String, qos: Int)] = []
+        /// QoS 1/2 message ids handed to libmosquitto and not yet acknowledged.
+        var pending: Set<Int32> = []
+        var outbox: MQTTOutbox
+        var droppedSinceConnected = 0
+        var queueFullReported = false
+        var redeliveries = RedeliveryFilter()
+        var failedAttempts = 0
+        var nextAttemptDelay: Double?
+        var attempts = 0
+    }
+
+    /// How a connection attempt (and the connection, if there was one) ended.
+    private enum Outcome {
+        case unreachable(String)
+        case noConnack(Double)
+        case refused(String)
+        case lost(String, connectedFor: Double)
+        case stopped(wasConnected: Bool)
+    }
+
+    /// A connection that stayed up this long resets the backoff when it is lost.
+    static let stablePeriod = 10.0
+    /// How often the network thread looks at the time when nothing happens.
+    private static let tickMilliseconds: Int32 = 100
+
+    let configuration: MQTTConfiguration
+    let state: Mutex<State>
+    private let continuation: AsyncStream<MQTTEvent>.Continuation
+    private let mosq: OpaquePointer
+    private let backoff: ReconnectBackoff
+    private let window: Int
+    private let wake = DispatchSemaphore(value: 0)
+    private let finished = DispatchSemaphore(value: 0)
+    /// When something last came from the broker, in milliseconds on the monotonic clock.
+    private let lastInbound = Atomic<Int64>(0)
+
+    init(configuration: MQTTConfiguration, continuation: AsyncStream<MQTTEvent>.Continuation) throws(MQTTError) {
+        guard let mosq = mosquitto_new(configuration.clientID, configuration.cleanSession, nil) else {
+            throw MQTTError("create client", code: Int32(MOSQ_ERR_NOMEM.rawValue))
+        }
+        self.configuration = configuration
+        self.continuation = continuation
+        self.mosq = mosq
+        backoff = ReconnectBackoff(minimum: configuration.reconnectMin, maximum: configuration.reconnectMax)
+        window = configuration.maxInflight > 0 ? configuration.maxInflight : Int.max
+        state = Mutex(State(outbox: MQTTOutbox(capacity: configuration.maxQueued)))
+        mosquitto_user_data_set(mosq, Unmanaged.passUnretained(self).toOpaque())
+        do {
+            try configure(mosq)
+        } catch {
+            state.withLock { $0.destroyed = true }
+            mosquitto_destroy(mosq)
+            throw error
+        }
+    }
+
+    // MARK: Setup
+
+    /// Options every connection of this client uses, the session-discarding one included.
+    private func applyIdentity(_ mosq: OpaquePointer) throws(MQTTError) {
         try MQTTError.check(mosquitto_int_option(mosq, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V311), "set protocol")
         // Without it, Nagle's algorithm and delayed ACKs hold small QoS 1 packets for ~40 ms.
         try MQTTError.check(mosquitto_int_option(mosq, MOSQ_OPT_TCP_NODELAY, 1), "set TCP_NODELAY")
+        // This client drives the network itself (mosquitto_loop on its own thread).
+        try MQTTError.check(mosquitto_threaded_set(mosq, true), "set threaded")
         if let username = configuration.username {
             try MQTTError.check(mosquitto_username_pw_set(mosq, username, configuration.password), "set credentials")
         }
+        if let tls = configuration.tls {
+            try MQTTError.check(mosquitto_tls_set(mosq, tls.caFile, tls.caFile == nil ? "/etc/ssl/certs" : nil, tls.certFile, tls.keyFile, nil), "set up TLS")
+            try MQTTError.check(mosquitto_tls_insecure_set(mosq, !tls.verifyHostname), "set TLS hostname check")
+        }
+    }
+
+    private func configure(_ mosq: OpaquePointer) throws(MQTTError) {
+        try applyIdentity(mosq)
         if let will = configuration.will {
             let rc = will.payload.withUnsafeBytes { bytes in
                 mosquitto_will_set(mosq, will.topic, Int32(bytes.count), bytes.baseAddress, Int32(will.qos), will.retain)
             }
             try MQTTError.check(rc, "set last will")
         }
-        if let tls = configuration.tls {
-            try MQTTError.check(mosquitto_tls_set(mosq, tls.caFile, tls.caFile == nil ? "/etc/ssl/certs" : nil, tls.certFile, tls.keyFile, nil), "set up TLS")
-            try MQTTError.check(mosquitto_tls_insecure_set(mosq, !tls.verifyHostname), "set TLS hostname check")
-        }
-        try MQTTError.check(
-            mosquitto_reconnect_delay_set(
-                mosq, UInt32(max(1, configuration.reconnectMin)), UInt32(max(1, configuration.reconnectMax)), true
-            ),
-            "set reconnect delay"
-        )
-        try MQTTError.check(mosquitto_max_inflight_messages_set(mosq, UInt32(configuration.maxInflight)), "set inflight")
-        mosquitto_connect_callback_set(mosq) { mosq, object, rc in
-            guard let object else { return }
-            let context = Unmanaged<CallbackContext>.fromOpaque(object).takeUnretainedValue()
-            // Clean sessions forget subscriptions: renew them before anyone is told we're connected.
-            if rc == 0 {
-                for subscription in context.subscriptions {
-                    mosquitto_subscribe(mosq, nil, subscription.filter, Int32(subscription.qos))
-                }
-            }
-            context.didConnect(code: rc)
-        }
-        mosquitto_disconnect_callback_set(mosq) { _, object, rc in
-            guard let object else { return }
-            Unmanaged<CallbackContext>.fromOpaque(object).takeUnretainedValue().didDisconnect(code: rc)
+        try MQTTError.check(mosquitto_max_inflight_messages_set(mosq, UInt32(max(0, configuration.maxInflight))), "set inflight")
+        mosquitto_connect_with_flags_callback_set(mosq) { mosq, object, rc, flags in
+            guard let mosq, let object else { return }
+            Unmanaged<MQTTConnection>.fromOpaque(object).takeUnretainedValue().didConnect(mosq, code: rc, flags: flags)
         }
         mosquitto_publish_callback_set(mosq) { _, object, mid in
             guard let object else { return }
-            Unmanaged<CallbackContext>.fromOpaque(object).takeUnretainedValue().didPublish(messageID: mid)
+            Unmanaged<MQTTConnection>.fromOpaque(object).takeUnretainedValue().didPublish(messageID: mid)
         }
         mosquitto_message_callback_set(mosq) { _, object, message in
             guard let object, let message, let topic = message.pointee.topic else { return }
@@ -99,184 +245,411 @@ public final class MQTTClient: Sendable {
                 retain: message.pointee.retain,
                 messageID: Int(message.pointee.mid)
             )
-            Unmanaged<CallbackContext>.fromOpaque(object).takeUnretainedValue().didReceive(copy)
+            Unmanaged<MQTTConnection>.fromOpaque(object).takeUnretainedValue().didReceive(copy)
+        }
+        // libmosquitto logs every packet it reads ("Client x received PINGRESP", "... PUBACK"):
+        // the one place that also sees PINGRESP, so the liveness check sees every packet.
+        mosquitto_log_callback_set(mosq) { _, object, _, text in
+            guard let object, let text, strstr(text, " received ") != nil else { return }
+            Unmanaged<MQTTConnection>.fromOpaque(object).takeUnretainedValue().sawInbound()
         }
     }
 
-    /// Starts the network thread and the first connection attempt. A broker that is down is not an
-    /// error: libmosquitto keeps trying with backoff and `events` reports `.connected` when it succeeds.
-    public func start() throws(MQTTError) {
-        guard let mosq = handle.pointer else { throw MQTTError("start", code: Int32(MOSQ_ERR_INVAL.rawValue)) }
-        try MQTTError.check(mosquitto_loop_start(mosq), "start network thread")
-        let rc = mosquitto_connect_async(mosq, configuration.host, Int32(configuration.port), Int32(configuration.keepalive))
-        if rc != Int32(MOSQ_ERR_SUCCESS.rawValue) {
-            // The loop thread retries a failed first attempt too; report it so the log says why.
-            context.continuation.yield(.disconnected(unexpected: true, reason: MQTTError("connect", code: rc).message))
-        }
-    }
+    // MARK: Callbacks (network thread)
 
-    /// Whether the broker has accepted the current connection.
-    public var isConnected: Bool { context.state.withLock { $0.connected } }
-
-    /// Why the last connection attempt or connection failed, if it did.
-    public var lastProblem: String? { context.state.withLock { $0.lastProblem } }
-
-    /// Publishes a message. QoS 1/2 messages are queued by libmosquitto while the broker is away
-    /// and sent when it returns.
-    /// - Returns: the message id.
-    @discardableResult
-    public func publish(topic: String, payload: [UInt8], qos: Int, retain: Bool) throws(MQTTError) -> Int32 {
-        guard let mosq = handle.pointer else { throw MQTTError("publish", code: Int32(MOSQ_ERR_NO_CONN.rawValue)) }
-        var messageID: Int32 = 0
-        // The lock spans the call so the ack callback cannot see the id before it is registered.
-        let rc = context.state.withLock { state in
-            let rc = payload.withUnsafeBytes { bytes in
-                mosquitto_publish(mosq, &messageID, topic, Int32(bytes.count), bytes.baseAddress, Int32(qos), retain)
-            }
-            if rc == Int32(MOSQ_ERR_SUCCESS.rawValue) { state.registerPublished(messageID) }
-            return rc
-        }
-        try MQTTError.check(rc, "publish to \(topic)")
-        return messageID
-    }
-
-    /// Publishes text.
-    public func publish(topic: String, text: String, qos: Int, retain: Bool) throws(MQTTError) {
-        try publish(topic: topic, payload: Array(text.utf8), qos: qos, retain: retain)
-    }
-
-    /// Subscribes now (when connected) and again after every reconnect.
-    public func subscribe(_ filter: String, qos: Int) throws(MQTTError) {
-        guard let mosq = handle.pointer else { throw MQTTError("subscribe", code: Int32(MOSQ_ERR_NO_CONN.rawValue)) }
-        let connected = context.state.withLock { state in
-            state.subscriptions.removeAll { $0.filter == filter }
-            state.subscriptions.append((filter, qos))
-            return state.connected
-        }
-        if connected {
-            try MQTTError.check(mosquitto_subscribe(mosq, nil, filter, Int32(qos)), "subscribe to \(filter)")
-        }
-    }
-
-    /// Stops a subscription, now and for later reconnects.
-    public func unsubscribe(_ filter: String) throws(MQTTError) {
-        guard let mosq = handle.pointer else { throw MQTTError("unsubscribe", code: Int32(MOSQ_ERR_NO_CONN.rawValue)) }
-        let connected = context.state.withLock { state in
-            state.subscriptions.removeAll { $0.filter == filter }
-            return state.connected
-        }
-        if connected {
-            try MQTTError.check(mosquitto_unsubscribe(mosq, nil, filter), "unsubscribe from \(filter)")
-        }
-    }
-
-    /// Waits until every message published so far has been handed to the broker (acknowledged for
-    /// QoS 1), or `timeout` seconds pass. Returns whether everything went out.
-    public func waitForPublished(timeout: Double) async -> Bool {
-        let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
-        while ContinuousClock.now < deadline {
-            if context.state.withLock({ $0.pending.isEmpty }) { return true }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        return context.state.withLock { $0.pending.isEmpty }
-    }
-
-    /// Disconnects cleanly (no last will) and stops the network thread. The client can't be
-    /// started again.
-    public func stop() {
-        guard let mosq = handle.pointer else { return }
-        mosquitto_disconnect(mosq)
-        mosquitto_loop_stop(mosq, false)
-        handle.destroy()
-        context.continuation.finish()
-    }
-}
-
-/// What the C callbacks need: the event continuation and state shared with callers.
-private final class CallbackContext: Sendable {
-    struct State {
-        var connected = false
-        var lastProblem: String?
-        var subscriptions: [(filter: String, qos: Int)] = []
-        /// Published message ids not yet acknowledged, and acks that arrived first.
-        var pending: Set<Int32> = []
-        var ackedEarly: Set<Int32> = []
-
-        mutating func registerPublished(_ id: Int32) {
-            if ackedEarly.remove(id) == nil { pending.insert(id) }
-        }
-    }
-
-    let continuation: AsyncStream<MQTTEvent>.Continuation
-    let state = Mutex(State())
-
-    init(continuation: AsyncStream<MQTTEvent>.Continuation) {
-        self.continuation = continuation
-    }
-
-    func didConnect(code: Int32) {
-        guard code == 0 else {
-            let reason = String(cString: mosquitto_connack_string(code))
-            state.withLock {
-                $0.connected = false
-                $0.lastProblem = "broker refused: \(reason)"
-            }
-            continuation.yield(.refused(reason: reason))
-            return
-        }
-        state.withLock {
-            $0.connected = true
-            $0.lastProblem = nil
-        }
-        continuation.yield(.connected)
-    }
-
-    func didDisconnect(code: Int32) {
-        let reason = code == 0 ? "disconnected" : String(cString: mosquitto_strerror(code))
+    private func didConnect(_ mosq: OpaquePointer, code: Int32, flags: Int32) {
+        sawInbound()
         state.withLock { state in
-            state.connected = false
-            if code != 0, state.lastProblem == nil { state.lastProblem = reason }
-        }
-        continuation.yield(.disconnected(unexpected: code != 0, reason: reason))
-    }
-
-    func didPublish(messageID: Int32) {
-        state.withLock { state in
-            if state.pending.remove(messageID) == nil { state.ackedEarly.insert(messageID) }
+            state.connack = (code, flags & 1 != 0)
+            guard code == 0 else { return }
+            state.redeliveries.connected(sessionPresent: flags & 1 != 0)
+            // Clean sessions forget subscriptions: renew them before anyone is told we're connected.
+            for subscription in state.subscriptions {
+                mosquitto_subscribe(mosq, nil, subscription.filter, Int32(subscription.qos))
+            }
         }
     }
 
-    func didReceive(_ message: MQTTMessage) {
+    private func didPublish(messageID: Int32) {
+        state.withLock { _ = $0.pending.remove(messageID) }
+    }
+
+    private func didReceive(_ message: MQTTMessage) {
+        var message = message
+        message.isRedelivery = state.withLock {
+            $0.redeliveries.isRedelivery(messageID: message.messageID, qos: message.qos)
+        }
         continuation.yield(.message(message))
     }
 
-    /// The subscriptions to renew on the network thread right after connecting.
-    var subscriptions: [(filter: String, qos: Int)] { state.withLock { $0.subscriptions } }
+    private func sawInbound() {
+        lastInbound.store(MQTTConnection.milliseconds(), ordering: .relaxed)
+    }
+
+    // MARK: Callers
+
+    func start() throws(MQTTError) {
+        let fresh = state.withLock { state -> Bool in
+            guard !state.started, !state.stopping else { return false }
+            state.started = true
+            return true
+        }
+        guard fresh else { throw MQTTError("start", code: Int32(MOSQ_ERR_INVAL.rawValue)) }
+        let thread = Thread { [self] in run() }
+        thread.name = "mqtt"
+        thread.start()
+    }
+
+    func publish(topic: String, payload: [UInt8], qos: Int, retain: Bool) throws(MQTTError) -> Int32 {
+        // Refuse what libmosquitto would refuse now, rather than when it leaves the queue.
+        guard (0...2).contains(qos), payload.count <= 268_435_455,
+              mosquitto_pub_topic_check(topic) == Int32(MOSQ_ERR_SUCCESS.rawValue)
+        else { throw MQTTError("publish to \(topic)", code: Int32(MOSQ_ERR_INVAL.rawValue)) }
+        var notices: [MQTTNotice] = []
+        let result = state.withLock { state -> Result<Int32, MQTTError> in
+            let connected = state.phase == .connected
+            guard !state.destroyed, connected || qos > 0 else {
+                return .failure(MQTTError("publish to \(topic)", code: Int32(MOSQ_ERR_NO_CONN.rawValue)))
+            }
+            if connected, state.outbox.isEmpty, qos == 0 || state.pending.count < window || configuration.maxQueued == 0 {
+                var messageID: Int32 = 0
+                let rc = payload.withUnsafeBytes { bytes in
+                    mosquitto_publish(mosq, &messageID, topic, Int32(bytes.count), bytes.baseAddress, Int32(qos), retain)
+                }
+                // For QoS > 0, NO_CONN means libmosquitto queued it for the reconnect.
+                if rc == Int32(MOSQ_ERR_SUCCESS.rawValue) || (qos > 0 && rc == Int32(MOSQ_ERR_NO_CONN.rawValue)) {
+                    if qos > 0 { state.pending.insert(messageID) }
+                    return .success(messageID)
+                }
+                return .failure(MQTTError("publish to \(topic)", code: rc))
+            }
+            let dropped = state.outbox.append(.init(topic: topic, payload: payload, qos: qos, retain: retain))
+            if dropped > 0 {
+                state.droppedSinceConnected += dropped
+                if !state.queueFullReported {
+                    state.queueFullReported = true
+                    notices.append(.queueFull(capacity: state.outbox.capacity))
+                }
+            }
+            if connected { flush(&state) }
+            return .success(0)
+        }
+        for notice in notices { configuration.onNotice?(notice) }
+        return try result.get()
+    }
+
+    func subscribe(_ filter: String, qos: Int) throws(MQTTError) {
+        let rc = state.withLock { state -> Int32 in
+            guard !state.destroyed else { return Int32(MOSQ_ERR_NO_CONN.rawValue) }
+            state.subscriptions.removeAll { $0.filter == filter }
+            state.subscriptions.append((filter, qos))
+            guard state.phase == .connected else { return Int32(MOSQ_ERR_SUCCESS.rawValue) }
+            return mosquitto_subscribe(mosq, nil, filter, Int32(qos))
+        }
+        try MQTTError.check(rc, "subscribe to \(filter)")
+    }
+
+    func unsubscribe(_ filter: String) throws(MQTTError) {
+        let rc = state.withLock { state -> Int32 in
+            guard !state.destroyed else { return Int32(MOSQ_ERR_NO_CONN.rawValue) }
+            state.subscriptions.removeAll { $0.filter == filter }
+            guard state.phase == .connected else { return Int32(MOSQ_ERR_SUCCESS.rawValue) }
+            return mosquitto_unsubscribe(mosq, nil, filter)
+        }
+        try MQTTError.check(rc, "unsubscribe from \(filter)")
+    }
+
+    var allDelivered: Bool { state.withLock { $0.pending.isEmpty && $0.outbox.isEmpty } }
+
+    func stop() {
+        let (first, started) = state.withLock { state -> (Bool, Bool) in
+            defer { state.stopping = true }
+            return (!state.stopping, state.started)
+        }
+        guard first else { return }
+        wake.signal()
+        // The thread notices within a tick, or after the clean disconnect (at most ~1 s).
+        if started, finished.wait(timeout: .now() + 10) == .timedOut {
+            // Never destroy what the thread may still use; leak it instead.
+            continuation.finish()
+            return
+        }
+        state.withLock { state in
+            state.destroyed = true
+            state.phase = .stopped
+            mosquitto_destroy(mosq)
+        }
+        continuation.finish()
+    }
+
+    // MARK: The network thread
+
+    private var isStopping: Bool { state.withLock { $0.stopping } }
+
+    private func run() {
+        var discardOldSession = !configuration.cleanSession
+        while !isStopping {
+            let outcome: Outcome
+            if discardOldSession, let failure = startWithFreshSession() {
+                outcome = failure
+            } else {
+                discardOldSession = false
+                outcome = connectAndServe()
+            }
+            let event: MQTTEvent
+            let problem: String
+            switch outcome {
+            case .stopped(let wasConnected):
+                if wasConnected { continuation.yield(.disconnected(unexpected: false, reason: "disconnected")) }
+                finish()
+                return
+            case .unreachable(let reason):
+                (event, problem) = (.disconnected(unexpected: true, reason: reason), reason)
+            case .noConnack(let seconds):
+                let reason = "no answer to CONNECT within \(MQTTConnection.format(seconds)) s"
+                (event, problem) = (.disconnected(unexpected: true, reason: reason), reason)
+            case .refused(let reason):
+                (event, problem) = (.refused(reason: reason), "broker refused: \(reason)")
+            case .lost(let reason, _):
+                (event, problem) = (.disconnected(unexpected: true, reason: reason), reason)
+            }
+            let delay = state.withLock { state -> Double in
+                if case .lost(_, let connectedFor) = outcome, connectedFor >= MQTTConnection.stablePeriod {
+                    state.failedAttempts = 0
+                }
+                state.failedAttempts += 1
+                state.lastProblem = problem
+                let delay = backoff.delay(afterFailures: state.failedAttempts, random: Double.random(in: 0..<1))
+                state.nextAttemptDelay = delay
+                return delay
+            }
+            continuation.yield(event)
+            if isStopping { break }
+            _ = wake.wait(timeout: .now() + delay)
+        }
+        finish()
+    }
+
+    private func finish() {
+        state.withLock { state in
+            state.phase = .stopped
+            state.nextAttemptDelay = nil
+        }
+        finished.signal()
+    }
+
+    /// One connection attempt, and the connection until it ends.
+    private func connectAndServe() -> Outcome {
+        let keepalive = Double(configuration.keepalive)
+        let connackTimeout = max(keepalive, 5)
+        let attemptStarted = MQTTConnection.seconds()
+        sawInbound()
+        state.withLock { state in
+            state.phase = .connecting
+            state.connack = nil
+            state.attempts += 1
+        }
+        let rc = mosquitto_connect_async(mosq, configuration.host, Int32(configuration.port), Int32(configuration.keepalive))
+        guard rc == Int32(MOSQ_ERR_SUCCESS.rawValue) else {
+            let reason = MQTTConnection.describe(rc)
+            state.withLock { $0.phase = .idle }
+            return .unreachable(reason)
+        }
+        var connectedAt: Double?
+        var forced: Outcome?
+        var forcedAt = 0.0
+        var stopDeadline: Double?
+        while true {
+            let rc = mosquitto_loop(mosq, MQTTConnection.tickMilliseconds, 1)
+            let now = MQTTConnection.seconds()
+            var notices: [MQTTNotice] = []
+            var refused: Int32?
+            let promoted = state.withLock { state -> Bool in
+                var promoted = false
+                if state.phase == .connecting, let connack = state.connack {
+                    if connack.code == 0 {
+                        // Only now, after libmosquitto re-sent what it held, may new messages go
+                        // out: nothing overtakes an older message on the same topic.
+                        state.phase = .connected
+                        state.lastProblem = nil
+                        state.nextAttemptDelay = nil
+                        if !state.outbox.isEmpty || state.droppedSinceConnected > 0 {
+                            notices.append(.queueFlushed(queued: state.outbox.count, dropped: state.droppedSinceConnected,
+                                                         droppedTotal: state.outbox.droppedTotal))
+                        }
+                        state.droppedSinceConnected = 0
+                        state.queueFullReported = false
+                        promoted = true
+                    } else {
+                        refused = connack.code
+                    }
+                }
+                if state.phase == .connected { flush(&state) }
+                return promoted
+            }
+            if promoted {
+                connectedAt = now
+                continuation.yield(.connected)
+            }
+            for notice in notices { configuration.onNotice?(notice) }
+            if let refused, forced == nil {
+                forced = .refused(MQTTConnection.connackReason(refused))
+                forcedAt = now
+                if rc == Int32(MOSQ_ERR_SUCCESS.rawValue) { closeSocket() }
+            }
+
+            if rc != Int32(MOSQ_ERR_SUCCESS.rawValue) || (forced != nil && now - forcedAt > 2) {
+                // The connection is over (closed by either side, refused, or given up on).
+                state.withLock { state in
+                    if connectedAt != nil { state.redeliveries.connectionLost() }
+                    state.phase = .idle
+                }
+                if stopDeadline != nil { return .stopped(wasConnected: connectedAt != nil) }
+                if let forced { return forced }
+                let reason = MQTTConnection.describe(rc)
+                if let connectedAt { return .lost(reason, connectedFor: now - connectedAt) }
+                return .unreachable(reason)
+            }
+            if let deadline = stopDeadline {
+                if now > deadline { closeSocket() }
+                continue
+            }
+            if isStopping {
+                // A clean DISCONNECT when connected (no last will); otherwise just close.
+                if connectedAt != nil {
+                    mosquitto_disconnect(mosq)
+                } else {
+                    closeSocket()
+                }
+                stopDeadline = now + 1
+                continue
+            }
+            guard forced == nil else { continue }
+            if connectedAt == nil, now - attemptStarted > connackTimeout {
+                configuration.onNotice?(.noConnack(seconds: connackTimeout))
+                forced = .noConnack(connackTimeout)
+                forcedAt = now
+                closeSocket()
+            } else if let connectedAt {
+                let silence = now - Double(lastInbound.load(ordering: .relaxed)) / 1000
+                if silence > 1.5 * keepalive {
+                    configuration.onNotice?(.deadConnection(silence: silence, keepalive: configuration.keepalive))
+                    forced = .lost("no answer from the broker for \(MQTTConnection.format(silence)) s "
+                        + "(keepalive \(configuration.keepalive) s)", connectedFor: now - connectedAt)
+                    forcedAt = now
+                    closeSocket()
+                }
+            }
+        }
+    }
+
+    /// Hands queued messages to libmosquitto, oldest first, while fewer than `maxInflight` wait
+    /// for their acknowledgement.
+    private func flush(_ state: inout State) {
+        while let message = state.outbox.first {
+            if message.qos > 0, state.pending.count >= window { return }
+            var messageID: Int32 = 0
+            let rc = message.payload.withUnsafeBytes { bytes in
+                mosquitto_publish(mosq, &messageID, message.topic, Int32(bytes.count), bytes.baseAddress,
+                                  Int32(message.qos), message.retain)
+            }
+            if rc == Int32(MOSQ_ERR_SUCCESS.rawValue) || (message.qos > 0 && rc == Int32(MOSQ_ERR_NO_CONN.rawValue)) {
+                if message.qos > 0 { state.pending.insert(messageID) }
+                _ = state.outbox.removeFirst()
+                // NO_CONN: the connection just went; libmosquitto keeps that one, the rest wait here.
+                if rc != Int32(MOSQ_ERR_SUCCESS.rawValue) { return }
+            } else if rc == Int32(MOSQ_ERR_NO_CONN.rawValue) {
+                return
+            } else {
+                _ = state.outbox.removeFirst()  // cannot be sent at all (checked before queueing)
+            }
+        }
+    }
+
+    /// Closes the connection's socket under libmosquitto, which then reports the connection lost
+    /// on its next read, as if the network had closed it.
+    private func closeSocket() {
+        let socket = mosquitto_socket(mosq)
+        if socket >= 0 { shutdown(socket, Int32(SHUT_RDWR)) }
+    }
+
+    /// Before the first connection of a client with a persistent session: connects once with a
+    /// clean session and disconnects, so the broker discards a session left by an earlier run
+    /// (and the messages queued in it). Returns nil on success.
+    private func startWithFreshSession() -> Outcome? {
+        guard let temporary = mosquitto_new(configuration.clientID, true, nil) else { return .unreachable("out of memory") }
+        defer { mosquitto_destroy(temporary) }
+        let answer = ConnackBox()
+        mosquitto_user_data_set(temporary, Unmanaged.passUnretained(answer).toOpaque())
+        do {
+            try applyIdentity(temporary)
+        } catch {
+            return .unreachable(error.description)
+        }
+        mosquitto_connect_callback_set(temporary) { _, object, rc in
+            guard let object else { return }
+            Unmanaged<ConnackBox>.fromOpaque(object).takeUnretainedValue().code.withLock { $0 = rc }
+        }
+        state.withLock { $0.attempts += 1 }
+        let started = MQTTConnection.seconds()
+        let timeout = max(Double(configuration.keepalive), 5)
+        let rc = mosquitto_connect_async(temporary, configuration.host, Int32(configuration.port),
+                                         Int32(configuration.keepalive))
+        guard rc == Int32(MOSQ_ERR_SUCCESS.rawValue) else { return .unreachable(MQTTConnection.describe(rc)) }
+        while true {
+            let rc = mosquitto_loop(temporary, MQTTConnection.tickMilliseconds, 1)
+            if let code = answer.code.withLock({ $0 }) {
+                guard code == 0 else { return .refused(MQTTConnection.connackReason(code)) }
+                mosquitto_disconnect(temporary)
+                let deadline = MQTTConnection.seconds() + 1
+                while MQTTConnection.seconds() < deadline,
+                      mosquitto_loop(temporary, MQTTConnection.tickMilliseconds, 1) == Int32(MOSQ_ERR_SUCCESS.rawValue) {}
+                return nil
+            }
+            if rc != Int32(MOSQ_ERR_SUCCESS.rawValue) { return .unreachable(MQTTConnection.describe(rc)) }
+            if isStopping { return .stopped(wasConnected: false) }
+            if MQTTConnection.seconds() - started > timeout {
+                configuration.onNotice?(.noConnack(seconds: timeout))
+                return .noConnack(timeout)
+            }
+        }
+    }
+
+    // MARK: Helpers
+
+    /// The CONNACK return codes of MQTT 3.1.1, in words.
+    static func connackReason(_ code: Int32) -> String {
+        switch code {
+        case 1: "unacceptable protocol version"
+        case 2: "client identifier rejected"
+        case 3: "server unavailable"
+        case 4: "bad user name or password"
+        case 5: "not authorised"
+        default: String(cString: mosquitto_connack_string(code))
+        }
+    }
+
+    static func describe(_ rc: Int32) -> String {
+        if rc == Int32(MOSQ_ERR_ERRNO.rawValue) { return String(cString: strerror(errno)) }
+        return String(cString: mosquitto_strerror(rc))
+    }
+
+    static func format(_ seconds: Double) -> String {
+        String(format: "%.1f", seconds)
+    }
+
+    static func seconds() -> Double {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+    }
+
+    static func milliseconds() -> Int64 {
+        Int64(seconds() * 1000)
+    }
 }
 
-/// Owns the `struct mosquitto *`.
-///
-/// `@unchecked Sendable` is safe because libmosquitto's client functions are thread-safe (Debian
-/// builds it with threading), and the pointer is read and cleared under a lock so it is never
-/// used after `mosquitto_destroy`.
-private final class MosquittoHandle: @unchecked Sendable {
-    private let lock = NSLock()
-    private var raw: OpaquePointer?
-
-    init(_ pointer: OpaquePointer) {
-        raw = pointer
-    }
-
-    var pointer: OpaquePointer? { lock.withLock { raw } }
-
-    func destroy() {
-        let pointer = lock.withLock { () -> OpaquePointer? in
-            defer { raw = nil }
-            return raw
-        }
-        if let pointer {
-            mosquitto_loop_stop(pointer, true)
-            mosquitto_destroy(pointer)
-        }
-    }
+/// The CONNACK code of the session-discarding connection.
+private final class ConnackBox: Sendable {
+    let code = Mutex<Int32?>(nil)
 }

@@ -36,15 +36,28 @@ public struct MQTTConfiguration: Sendable {
     public var clientID: String
     public var username: String?
     public var password: String?
-    /// Seconds between keepalive pings; libmosquitto needs at least 5.
+    /// Seconds between keepalive pings; libmosquitto needs at least 5. A connection from which
+    /// nothing has come for 1.5 × keepalive is taken as dead and closed.
     public var keepalive: Int
     public var will: Will?
     public var tls: TLS?
-    /// Seconds before the first reconnect attempt; doubles up to `reconnectMax`.
-    public var reconnectMin: Int
-    public var reconnectMax: Int
-    /// QoS 1/2 messages in flight at once; more are queued by libmosquitto (0 = no limit).
+    /// Seconds before the first reconnect attempt; doubles with every failed attempt up to
+    /// `reconnectMax` (with up to 20 % jitter taken off; see `ReconnectBackoff`).
+    public var reconnectMin: Double
+    public var reconnectMax: Double
+    /// QoS 1/2 messages handed to libmosquitto and not yet acknowledged, at most; more wait in the
+    /// client's own queue (0 = no limit).
     public var maxInflight: Int
+    /// QoS 1/2 messages kept while the broker is away (and while `maxInflight` are unacknowledged),
+    /// at most; beyond it the oldest superseded retained messages, then the oldest, are dropped.
+    public var maxQueued: Int
+    /// `false`: a persistent session, so QoS 1 messages for this client that arrive while it is
+    /// reconnecting are kept by the broker and delivered when it is back. The first connection of
+    /// each client object still starts afresh (a previous run's session and anything queued in it
+    /// is discarded).
+    public var cleanSession: Bool
+    /// Told about things worth a log line (see `MQTTNotice`), on the network thread.
+    public var onNotice: (@Sendable (MQTTNotice) -> Void)?
 
     public init(
         host: String,
@@ -55,9 +68,12 @@ public struct MQTTConfiguration: Sendable {
         keepalive: Int = 30,
         will: Will? = nil,
         tls: TLS? = nil,
-        reconnectMin: Int = 1,
-        reconnectMax: Int = 60,
-        maxInflight: Int = 100
+        reconnectMin: Double = 1,
+        reconnectMax: Double = 60,
+        maxInflight: Int = 100,
+        maxQueued: Int = 10_000,
+        cleanSession: Bool = true,
+        onNotice: (@Sendable (MQTTNotice) -> Void)? = nil
     ) {
         self.host = host
         self.port = port
@@ -70,5 +86,8 @@ public struct MQTTConfiguration: Sendable {
         self.reconnectMin = reconnectMin
         self.reconnectMax = reconnectMax
         self.maxInflight = maxInflight
+        self.maxQueued = maxQueued
+        self.cleanSession = cleanSession
+        self.onNotice = onNotice
     }
 }

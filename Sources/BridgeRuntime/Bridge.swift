@@ -31,7 +31,7 @@ public final class Bridge: Sendable {
         self.configuration = configuration
         self.logger = logger
         brokerAddress = broker.description
-        mqtt = try MQTTClient(configuration: Bridge.mqttConfiguration(configuration, broker: broker))
+        mqtt = try MQTTClient(configuration: Bridge.mqttConfiguration(configuration, broker: broker, logger: logger))
         let database: Database
         do {
             database = try Database(path: configuration.storage.path)
@@ -73,12 +73,14 @@ public final class Bridge: Sendable {
                 verifyPassword: { password, hash in PasswordHasher.verify(password: password, userHash: hash) },
                 now: { Date().timeIntervalSinceReferenceDate }
             ),
-            sessions: Bridge.sessionServices(sessions, ttl: configuration.http.sessionTTL,
+            sessions: Bridge.sessionServices(sessions, ttl: configuration.http.sessionTTL, events: controller.events,
                                              logger: logger),
             alarms: DatabaseAlarms(store: alarms),
             history: DatabaseHistory(store: history),
             schedule: schedule,
-            openEvents: { [controller] user, sink in controller.events.open(user: user, sink: sink) },
+            openEvents: { [controller] user, token, sink in
+                controller.events.open(user: user, tokenHash: SessionToken.hash(token), sink: sink)
+            },
             staticFiles: dashboard,
             switchLight: { [controller] user, room, command in
                 controller.commandAndWait(command, user: user, room: room, source: "api")
@@ -97,7 +99,9 @@ public final class Bridge: Sendable {
                         mqttConnected: mqtt.isConnected,
                         mqttProblem: mqtt.lastProblem,
                         broker: brokerAddress,
-                        uptimeSeconds: Int(Date().timeIntervalSince(startedAt))
+                        uptimeSeconds: Int(Date().timeIntervalSince(startedAt)),
+                        mqttQueued: mqtt.queuedMessages,
+                        mqttDropped: mqtt.droppedMessages
                     )
                 }
             )
@@ -109,7 +113,9 @@ public final class Bridge: Sendable {
 
     /// Sessions in the database; tokens are stored only as hashes. Storage failures are logged
     /// and answered as 500 by the routes.
-    static func sessionServices(_ sessions: SessionStore, ttl: Double, logger: Logger) -> SessionServices {
+    static func sessionServices(_ sessions: SessionStore, ttl: Double, events: EventHub, logger: Logger)
+        -> SessionServices
+    {
         SessionServices(
             create: { userID in
                 let token = SessionToken.generate()
@@ -134,6 +140,7 @@ public final class Bridge: Sendable {
             revoke: { token in
                 do {
                     try sessions.revoke(tokenHash: SessionToken.hash(token))
+                    events.close(tokenHash: SessionToken.hash(token))
                 } catch {
                     logger.error("cannot revoke a session", ["error": "\(error)"])
                     throw error
@@ -142,7 +149,8 @@ public final class Bridge: Sendable {
         )
     }
 
-    static func mqttConfiguration(_ configuration: BridgeConfiguration, broker: BrokerURL) throws -> MQTTConfiguration {
+    static func mqttConfiguration(_ configuration: BridgeConfiguration, broker: BrokerURL,
+                                  logger: Logger? = nil) throws -> MQTTConfiguration {
         let mqtt = configuration.mqtt
         var password = mqtt.password
         if let file = mqtt.passwordFile {
@@ -166,8 +174,30 @@ public final class Bridge: Sendable {
             will: .init(topic: Topics(base: mqtt.baseTopic).bridgeState, payload: Array("offline".utf8), qos: 1,
                         retain: true),
             tls: tls,
-            reconnectMin: Int(mqtt.reconnectMin.rounded(.up)),
-            reconnectMax: Int(mqtt.reconnectMax.rounded(.up))
+            reconnectMin: mqtt.reconnectMin,
+            reconnectMax: mqtt.reconnectMax,
+            maxQueued: mqtt.maxQueued,
+            // Persistent: QoS 1 commands sent while the bridge reconnects are delivered when it is
+            // back (each start still begins with a fresh session; see MQTTConfiguration).
+            cleanSession: false,
+            onNotice: { [logger = logger ?? Logger(level: configuration.log.level)] notice in
+                switch notice {
+                case .queueFull(let capacity):
+                    logger.warning("offline queue full (mqtt.max_queued); dropping the oldest superseded readings first",
+                                   ["max_queued": String(capacity)])
+                case .queueFlushed(let queued, let dropped, let total) where dropped > 0:
+                    logger.warning("delivering readings queued while the broker was away; some were dropped",
+                                   ["queued": String(queued), "dropped": String(dropped), "dropped_total": String(total)])
+                case .queueFlushed(let queued, _, _):
+                    logger.info("delivering readings queued while the broker was away", ["queued": String(queued)])
+                case .deadConnection(let silence, let keepalive):
+                    logger.warning("no answer from broker; closing the dead connection",
+                                   ["silent_s": String(format: "%.1f", silence), "keepalive": String(keepalive)])
+                case .noConnack(let seconds):
+                    logger.warning("broker took the connection but did not answer CONNECT",
+                                   ["timeout_s": String(format: "%.0f", seconds)])
+                }
+            }
         )
     }
 
@@ -327,12 +357,20 @@ public final class Bridge: Sendable {
                     Task { await self.sweepStaleConfigs() }
                 }
             case .refused(let reason):
-                logger.error("broker refused: \(reason)", ["broker": brokerAddress])
+                // Retried with the same backoff as an unreachable broker, up to mqtt.reconnect_max.
+                logger.error("broker refused: \(reason)", ["broker": brokerAddress, "attempt": String(mqtt.failedAttempts),
+                                                          "retry_in_s": String(format: "%.1f", mqtt.nextAttemptDelay ?? 0)])
             case .disconnected(let unexpected, let reason):
+                let retry = String(format: "%.1f", mqtt.nextAttemptDelay ?? 0)
                 if unexpected, wasConnected {
-                    logger.warning("lost connection to broker; reconnecting", ["broker": brokerAddress, "reason": reason])
+                    logger.warning("lost connection to broker; reconnecting",
+                                   ["broker": brokerAddress, "reason": reason, "retry_in_s": retry,
+                                    "queued": String(mqtt.queuedMessages)])
                 } else if unexpected {
-                    logger.warning("cannot reach broker; retrying", ["broker": brokerAddress, "reason": reason])
+                    logger.warning("cannot reach broker; retrying",
+                                   ["broker": brokerAddress, "reason": reason, "attempt": String(mqtt.failedAttempts),
+                                    "retry_in_s": retry, "queued": String(mqtt.queuedMessages),
+                                    "dropped": String(mqtt.droppedMessages)])
                 }
                 wasConnected = false
             case .message(let message):

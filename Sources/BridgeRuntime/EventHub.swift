@@ -6,16 +6,31 @@ import Synchronization
 /// own user's. Writing never blocks: a client too far behind gets one `overflow` event and is
 /// dropped, so a stalled browser can't slow the bridge down.
 final class EventHub: Sendable {
-    private let streams = Mutex<[String: [any HTTPStreamSink]]>([:])
+    private struct Stream {
+        var sink: any HTTPStreamSink
+        /// The hash of the token that opened it, so logging out ends it.
+        var tokenHash: String
+    }
+
+    private let streams = Mutex<[String: [Stream]]>([:])
 
     /// Adds a client's stream for a user.
-    func open(user: String, sink: any HTTPStreamSink) {
-        streams.withLock { $0[user, default: []].append(sink) }
+    func open(user: String, tokenHash: String, sink: any HTTPStreamSink) {
+        streams.withLock { $0[user, default: []].append(Stream(sink: sink, tokenHash: tokenHash)) }
+    }
+
+    /// Ends the streams a token opened (it was revoked).
+    func close(tokenHash: String) {
+        let closing = streams.withLock { current in
+            current.values.flatMap { $0 }.filter { $0.tokenHash == tokenHash }.map(\.sink)
+        }
+        for sink in closing { sink.finish(with: []) }
+        prune()
     }
 
     /// Sends an event to every stream of `user`.
     func send(user: String, event name: String, _ data: JSONValue) {
-        let targets = streams.withLock { $0[user] ?? [] }
+        let targets = streams.withLock { ($0[user] ?? []).map(\.sink) }
         guard !targets.isEmpty else { return }
         let bytes = ServerSentEvents.event(name, data)
         var failed = false
@@ -31,7 +46,7 @@ final class EventHub: Sendable {
     func run(interval: Double) async {
         while !Task.isCancelled {
             do { try await Task.sleep(for: .milliseconds(Int(interval * 1000))) } catch { break }
-            let all = streams.withLock { $0.values.flatMap { $0 } }
+            let all = streams.withLock { $0.values.flatMap { $0 }.map(\.sink) }
             for sink in all where !sink.write(ServerSentEvents.heartbeat) {
                 sink.finish(with: ServerSentEvents.overflow)
             }
@@ -39,7 +54,7 @@ final class EventHub: Sendable {
         }
         let all = streams.withLock { current -> [any HTTPStreamSink] in
             defer { current.removeAll() }
-            return current.values.flatMap { $0 }
+            return current.values.flatMap { $0 }.map(\.sink)
         }
         for sink in all { sink.finish(with: []) }
     }
@@ -50,7 +65,7 @@ final class EventHub: Sendable {
     private func prune() {
         streams.withLock { current in
             for (user, sinks) in current {
-                let open = sinks.filter { !$0.isClosed }
+                let open = sinks.filter { !$0.sink.isClosed }
                 current[user] = open.isEmpty ? nil : open
             }
         }

@@ -161,6 +161,13 @@ final class HomeController: Sendable {
             reject(rejection, topic: message.topic, user: target.user, room: target.room, source: "mqtt")
             return
         }
+        // A QoS 1 message the broker sent again after a reconnect (same packet id) was applied on
+        // the previous connection: ON/OFF are idempotent, a second TOGGLE would undo the first.
+        if message.isRedelivery, command == .toggle {
+            logger.info("ignored a redelivered TOGGLE (already applied)",
+                        ["topic": message.topic, "packet_id": String(message.messageID)])
+            return
+        }
         self.command(command, user: target.user, room: target.room, source: "mqtt", topic: message.topic)
     }
 

@@ -16,6 +16,9 @@ struct YAMLTreeBuilder {
         var items: [ConfigNode] = []
         /// The key read in a mapping whose value has not been read yet.
         var pendingKey: String?
+        /// Levels of collections below this one, and values in it (itself included), aliases expanded.
+        var depthBelow = 0
+        var size = 1
 
         var node: ConfigNode {
             switch kind {
@@ -25,10 +28,13 @@ struct YAMLTreeBuilder {
         }
     }
 
-    /// An anchored node, with its raw text when it was a scalar so an alias can also serve as a key.
+    /// An anchored node, with its raw text when it was a scalar so an alias can also serve as a key,
+    /// and its depth (collection levels, 0 for a scalar) and size, which every alias to it adds.
     private struct Anchored {
         let node: ConfigNode
         let keyText: String?
+        let depth: Int
+        let size: Int
     }
 
     private static let nullWords: Set<String> = ["", "~", "null", "Null", "NULL"]
@@ -36,6 +42,12 @@ struct YAMLTreeBuilder {
     /// Far beyond any real config, yet shallow enough that code recursing over the tree (validation, `==`,
     /// releasing it) cannot overflow the stack on a hostile file.
     private static let maximumDepth = 100
+
+    /// Values in the tree once aliases are expanded: a few aliases can otherwise multiply a small
+    /// file into millions of values that validation would walk one by one.
+    private static let maximumValues = 100_000
+
+    private var values = 0
 
     private var frames: [Frame] = []
     private var anchors: [String: Anchored] = [:]
@@ -71,19 +83,26 @@ struct YAMLTreeBuilder {
             case .mappingEnd, .sequenceEnd:
                 let frame = frames.removeLast()
                 let node = frame.node
-                remember(node, keyText: nil, as: frame.anchor)
-                try attach(node, keyText: nil, line: frame.line)
+                remember(node, keyText: nil, as: frame.anchor, depth: frame.depthBelow + 1, size: frame.size)
+                try attach(node, keyText: nil, line: frame.line, depth: frame.depthBelow + 1, size: frame.size)
             case .scalar(let text, let isPlain, let anchor, let line):
                 let node = scalarNode(text, isPlain: isPlain, line: line)
-                remember(node, keyText: text, as: anchor)
-                try attach(node, keyText: text, line: line)
+                remember(node, keyText: text, as: anchor, depth: 0, size: 1)
+                try count(1, line: line)
+                try attach(node, keyText: text, line: line, depth: 0, size: 1)
             case .alias(let name, let line):
                 // Anchors are remembered only once their node is complete, so a self-referencing alias fails here.
                 guard let anchored = anchors[name] else {
                     throw ConfigIssue(path: currentPath, message: "unknown alias *\(name)", line: line)
                 }
+                guard frames.count + anchored.depth <= Self.maximumDepth else {
+                    throw ConfigIssue(path: currentPath, message: "alias *\(name) nests collections deeper than "
+                        + "\(Self.maximumDepth) levels", line: line)
+                }
+                try count(anchored.size, line: line)
                 // The copy keeps the anchored node's lines: that is where its content is written.
-                try attach(anchored.node, keyText: anchored.keyText, line: line)
+                try attach(anchored.node, keyText: anchored.keyText, line: line, depth: anchored.depth,
+                           size: anchored.size)
             }
         }
     }
@@ -111,23 +130,36 @@ struct YAMLTreeBuilder {
                 line: line
             )
         }
+        try count(1, line: line)
         frames.append(Frame(kind: kind, anchor: anchor, line: line))
     }
 
-    private mutating func remember(_ node: ConfigNode, keyText: String?, as anchor: String?) {
+    private mutating func count(_ added: Int, line: Int) throws(ConfigIssue) {
+        values += added
+        guard values <= Self.maximumValues else {
+            throw ConfigIssue(path: currentPath, message: "the config holds more than \(Self.maximumValues) values "
+                + "once aliases are expanded", line: line)
+        }
+    }
+
+    private mutating func remember(_ node: ConfigNode, keyText: String?, as anchor: String?, depth: Int, size: Int) {
         guard let anchor else { return }
         // A later anchor of the same name replaces the earlier one, as the YAML spec says.
-        anchors[anchor] = Anchored(node: node, keyText: keyText)
+        anchors[anchor] = Anchored(node: node, keyText: keyText, depth: depth, size: size)
     }
 
     /// Places a finished node as the root, the next sequence item, or a mapping's key or value.
     ///
     /// `keyText` is nil for collections and for aliases of them; `line` is where the node or alias starts.
-    private mutating func attach(_ node: ConfigNode, keyText: String?, line: Int) throws(ConfigIssue) {
+    private mutating func attach(_ node: ConfigNode, keyText: String?, line: Int, depth: Int, size: Int)
+        throws(ConfigIssue)
+    {
         guard let top = frames.indices.last else {
             root = node
             return
         }
+        frames[top].depthBelow = max(frames[top].depthBelow, depth)
+        frames[top].size += size
         switch frames[top].kind {
         case .sequence:
             frames[top].items.append(node)

@@ -135,6 +135,16 @@ import Testing
         #expect(problem.message.contains(message), "\(problem.message)")
     }
 
+    @Test func datesThatDoNotExistAreRefused() {
+        #expect(Alarm.parseDate("2026-12-01T07:00:00Z") == Date(timeIntervalSince1970: 1_796_108_400))
+        #expect(Alarm.parseDate("2026-12-01T10:00:00+03:00") == Date(timeIntervalSince1970: 1_796_108_400))
+        #expect(Alarm.parseDate("2026-12-01T07:00:00.5Z") == Date(timeIntervalSince1970: 1_796_108_400.5))
+        for bad in ["2026-12-01T25:99:00+03:00", "2026-02-30T07:00:00Z", "2026-13-01T07:00:00Z", "2026-12-01 07:00:00Z",
+                    "2026-12-01T07:00Z", "2026-12-01T07:00:00", "2026-12-01T07:00:60Z", "tomorrow", ""] {
+            #expect(Alarm.parseDate(bad) == nil, "\(bad) accepted")
+        }
+    }
+
     @Test func jsonShape() {
         let alarm = Alarm(uuid: "u", userID: "1", title: "Wake up", fireDate: Alarm.parseDate("2026-12-01T07:00:00Z")!,
                           isEnabled: true, repeats: .daily, action: .init(room: "bedroom", lights: .on))

@@ -80,3 +80,18 @@ import Testing
         #expect(home.apply(.on, user: "1", room: "cellar", at: Date()) == .failure(.noLights(room: "cellar")))
     }
 }
+
+@Suite struct LightCommandASCIITests {
+    @Test func onlyASCIICaseIsFolded() {
+        #expect(LightCommand(word: "oFf") == .off)
+        #expect(LightCommand(word: "o\u{FB00}") == nil, "the ligature ﬀ upper-cases to FF")
+        guard case .failure = LightCommand.parse(Array("o\u{FB00}".utf8)) else {
+            Issue.record("a ligature spelled OFF")
+            return
+        }
+        guard case .failure = APIBody.lights(Array("{\"state\":\"o\u{FB00}\"}".utf8)) else {
+            Issue.record("a ligature spelled OFF in JSON")
+            return
+        }
+    }
+}

@@ -174,3 +174,30 @@ struct YAMLConfigReaderErrorTests {
         return url
     }
 }
+
+@Suite struct YAMLAliasLimitTests {
+    @Test func aliasesCannotNestPastTheDepthLimit() {
+        let deep = "a: &a " + String(repeating: "[", count: 60) + "1" + String(repeating: "]", count: 60) + "\nb: "
+            + String(repeating: "[", count: 60) + "*a" + String(repeating: "]", count: 60) + "\n"
+        #expect(throws: ConfigIssue.self) { _ = try YAMLConfigReader.parse(deep) }
+        do {
+            _ = try YAMLConfigReader.parse(deep)
+        } catch {
+            #expect(error.message.contains("nests collections deeper than 100 levels"), "\(error)")
+        }
+    }
+
+    @Test func aliasesCannotMultiplyASmallFileIntoMillionsOfValues() {
+        let keys = Array(repeating: "K", count: 2000).joined(separator: ",")
+        let users = Array(repeating: "*u", count: 2000).joined(separator: ",")
+        let bomb = "r: &r [\(keys)]\nu: &u {id: \"1\", username: a, rooms: *r}\nusers: [\(users)]\n"
+        do {
+            _ = try YAMLConfigReader.parse(bomb)
+            Issue.record("an alias bomb was accepted")
+        } catch {
+            #expect(error.message.contains("more than 100000 values once aliases are expanded"), "\(error)")
+        }
+        // Ordinary aliases still work.
+        #expect((try? YAMLConfigReader.parse("a: &a [1, 2]\nb: *a\n")) != nil)
+    }
+}

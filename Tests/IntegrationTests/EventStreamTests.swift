@@ -83,6 +83,20 @@ struct EventStreamTests {
         #expect(unauthenticated.waitFor("401"))
     }
 
+    @Test func loggingOutEndsTheTokensStreams() async throws {
+        let broker = try await TestBroker()
+        let bridge = try await BridgeProcess(broker: broker, settings: "http:\n  legacy_routes: true\nsource:\n  interval: 30\n")
+        let token = try await APITests.token(bridge.httpPort, "Cemalettin", "12345")
+        let other = try await APITests.token(bridge.httpPort, "Cemalettin", "12345")
+        let stream = try EventStreamClient(port: bridge.httpPort, token: token)
+        let kept = try EventStreamClient(port: bridge.httpPort, token: other)
+        #expect(stream.waitFor("retry: 3000"))
+        #expect(kept.waitFor("retry: 3000"))
+        #expect(try await HTTP.send(bridge.httpPort, "/api/v1/logout", method: "POST", token: token).status == 204)
+        #expect(await eventually(timeout: 5) { !stream.read(for: 0.2) }, "the revoked token's stream stays open")
+        #expect(kept.read(for: 0.5), "another session's stream is untouched")
+    }
+
     @Test func aClientThatStopsReadingNeverStallsPublishing() async throws {
         let broker = try await TestBroker()
         let bridge = try await BridgeProcess(broker: broker, settings: "http:\n  legacy_routes: true\nsource:\n  interval: 0.01\n")
