@@ -71,6 +71,9 @@ public struct HTTPRoutes: Sendable {
         case ["healthz"]:
             guard method == "GET" else { return HTTPRoutes.methodNotAllowed(allow: "GET, HEAD") }
             return healthz(health())
+        case ["metrics"]:
+            guard method == "GET" else { return HTTPRoutes.methodNotAllowed(allow: "GET, HEAD") }
+            return HTTPRoutes.metrics(health(), home: home())
         case _ where segments.count >= 2 && segments[0] == "api" && segments[1] == "v1":
             return api(request, method: method, path: Array(segments.dropFirst(2)), home: home)
         case _ where legacyRoutes && segments.count == 3 && segments[0] == "login":
@@ -111,6 +114,37 @@ public struct HTTPRoutes: Sendable {
             members.append(("problem", .string(problem)))
         }
         return HTTPRoutes.json(.object(members), status: health.mqttConnected ? 200 : 503)
+    }
+
+    /// `/metrics` in Prometheus's text format: the broker connection, the offline queue, and the
+    /// size of the home. Counters end in `_total`, as Prometheus expects.
+    static func metrics(_ health: Health, home: Home) -> HTTPResponse {
+        let rooms = home.users.reduce(0) { $0 + $1.rooms.count }
+        let lines = [
+            "# HELP smarthome_mqtt_connected Whether the broker has accepted the bridge's connection (1) or not (0).",
+            "# TYPE smarthome_mqtt_connected gauge",
+            "smarthome_mqtt_connected \(health.mqttConnected ? 1 : 0)",
+            "# HELP smarthome_mqtt_queued_messages QoS 1 messages waiting for the broker.",
+            "# TYPE smarthome_mqtt_queued_messages gauge",
+            "smarthome_mqtt_queued_messages \(health.mqttQueued)",
+            "# HELP smarthome_mqtt_dropped_messages_total Messages dropped because the offline queue was full.",
+            "# TYPE smarthome_mqtt_dropped_messages_total counter",
+            "smarthome_mqtt_dropped_messages_total \(health.mqttDropped)",
+            "# HELP smarthome_uptime_seconds Seconds since the bridge started.",
+            "# TYPE smarthome_uptime_seconds gauge",
+            "smarthome_uptime_seconds \(health.uptimeSeconds)",
+            "# HELP smarthome_users Configured users.",
+            "# TYPE smarthome_users gauge",
+            "smarthome_users \(home.users.count)",
+            "# HELP smarthome_rooms Configured rooms.",
+            "# TYPE smarthome_rooms gauge",
+            "smarthome_rooms \(rooms)",
+        ]
+        return HTTPResponse(
+            status: 200,
+            headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8"), ("Cache-Control", "no-store")],
+            body: Array((lines.joined(separator: "\n") + "\n").utf8)
+        )
     }
 
     // MARK: Responses

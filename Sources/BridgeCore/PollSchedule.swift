@@ -35,7 +35,9 @@ public struct PollSchedule: Sendable, Equatable {
         consecutiveFailures = 0
         isOnline = true
         lastProblem = nil
-        nextPoll = start + interval
+        // From the planned time, not the start: waiting for a free request slot must not push every
+        // later poll back. A poll that started more than an interval late doesn't cause a burst.
+        nextPoll = max(nextPoll + interval, start)
         return change
     }
 

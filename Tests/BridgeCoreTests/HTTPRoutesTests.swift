@@ -70,6 +70,22 @@ import Testing
         #expect(body.contains("not authorised"))
     }
 
+    @Test func metricsAreInPrometheusTextFormat() {
+        let down = HTTPRoutes.Health(mqttConnected: false, mqttProblem: nil, broker: "b", uptimeSeconds: 42,
+                                     mqttQueued: 7, mqttDropped: 3)
+        let response = routes().respond(to: HTTPRequest(method: "GET", path: "/metrics"), home: { home },
+                                        health: { down })
+        let text = String(decoding: response.body, as: UTF8.self)
+        #expect(response.status == 200)
+        #expect(response.header("Content-Type")?.hasPrefix("text/plain; version=0.0.4") == true)
+        for line in ["smarthome_mqtt_connected 0", "smarthome_mqtt_queued_messages 7",
+                     "smarthome_mqtt_dropped_messages_total 3", "smarthome_uptime_seconds 42", "smarthome_users 2",
+                     "smarthome_rooms 16", "# TYPE smarthome_mqtt_dropped_messages_total counter"] {
+            #expect(text.split(separator: "\n").contains(Substring(line)), "\(line) missing")
+        }
+        #expect(get("/metrics", method: "POST").0 == 405)
+    }
+
     @Test func jsonResponsesSayTheyAreJSON() {
         let response = routes().respond(to: HTTPRequest(method: "GET", path: "/rooms/1"), home: { home },
                                         health: { healthy })

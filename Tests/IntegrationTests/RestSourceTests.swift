@@ -139,7 +139,8 @@ struct RestSourceTests {
         // A log line when the problem changes, not one per poll (a slow machine may add a timeout).
         let failedPolls = upstream.polls(of: "Kitchen") - pollsBefore
         let lines = bridge.log.split(separator: "\n").filter { $0.contains("upstream poll failed user=1 room=kitchen") }
-        #expect(!lines.isEmpty && lines.count <= 2 && lines.count < failedPolls, "\(failedPolls) polls: \(lines)")
+        // (A loaded machine may turn some polls into timeouts, each change of problem one more line.)
+        #expect(!lines.isEmpty && lines.count * 2 <= failedPolls, "\(failedPolls) polls: \(lines)")
 
         watcher.clear()
         upstream.set(.normal, for: "Kitchen")
