@@ -341,16 +341,7 @@ final class SecuredBroker: @unchecked Sendable {
 
             """
         try text.write(to: config, atomically: true, encoding: .utf8)
-        let process = try ChildProcess.spawn(TestFiles.mosquitto, ["-c", config.path],
-                                             outputPath: directory.appendingPathComponent("log").path)
-        self.process = process
-        let accepting = await LoopbackPort.waitUntilAccepting(port: port, timeout: 10)
-        try await Task.sleep(for: .milliseconds(100))
-        guard accepting, process.isRunning else {
-            process.terminate()
-            self.process = nil
-            throw TestFailure("secured mosquitto did not start on port \(port):\n\(log)")
-        }
+        process = try await TestBroker.launch(config: config, port: port, log: directory.appendingPathComponent("log"))
     }
 
     /// Waits until the broker's log contains `text`.

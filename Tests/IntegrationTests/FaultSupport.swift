@@ -37,7 +37,6 @@ final class FaultBroker: @unchecked Sendable {
 
     var url: String { "mqtt://127.0.0.1:\(port)" }
     var pid: Int32? { process?.pid }
-    var log: String { (try? String(contentsOf: directory.appendingPathComponent("log"), encoding: .utf8)) ?? "" }
 
     /// Starts (or restarts, on the same port) the broker; with persistence it loads what it saved.
     func start() async throws {
@@ -72,16 +71,7 @@ final class FaultBroker: @unchecked Sendable {
             """
         let config = directory.appendingPathComponent("mosquitto.conf")
         try text.write(to: config, atomically: true, encoding: .utf8)
-        let process = try ChildProcess.spawn(TestFiles.mosquitto, ["-c", config.path],
-                                             outputPath: directory.appendingPathComponent("log").path)
-        self.process = process
-        let accepting = await LoopbackPort.waitUntilAccepting(port: port, timeout: 10)
-        try await Task.sleep(for: .milliseconds(50))
-        guard accepting, process.isRunning else {
-            process.terminate()
-            self.process = nil
-            throw TestFailure("mosquitto did not start on port \(port):\n\(log)")
-        }
+        process = try await TestBroker.launch(config: config, port: port, log: directory.appendingPathComponent("log"))
     }
 
     /// SIGKILL: gone at once, nothing saved, as a crash.

@@ -37,16 +37,22 @@ final class TestBroker: @unchecked Sendable {
             log_type warning
 
             """.write(to: config, atomically: true, encoding: .utf8)
-        let process = try ChildProcess.spawn(
-            TestFiles.mosquitto, ["-c", config.path], outputPath: directory.appendingPathComponent("log").path)
-        self.process = process
+        process = try await TestBroker.launch(config: config, port: port, log: directory.appendingPathComponent("log"))
+    }
+
+    /// Starts mosquitto with `config` and returns once it is the one listening on `port`; on
+    /// failure the error quotes its log.
+    static func launch(config: URL, port: Int, log: URL) async throws -> ChildProcess {
+        let process = try ChildProcess.spawn(TestFiles.mosquitto, ["-c", config.path], outputPath: log.path)
         let accepting = await LoopbackPort.waitUntilAccepting(port: port, timeout: 10)
         // A mosquitto that could not bind exits at once; still running now means it is the listener.
         try await Task.sleep(for: .milliseconds(100))
         guard accepting, process.isRunning else {
             process.terminate()
-            throw TestFailure("mosquitto did not start on port \(port)")
+            let output = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+            throw TestFailure("mosquitto did not start on port \(port):\n\(output)")
         }
+        return process
     }
 
     /// Kills the broker at once (no clean shutdown), as a crash would.
