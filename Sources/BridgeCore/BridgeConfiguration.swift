@@ -103,6 +103,25 @@ public struct BridgeConfiguration: Sendable {
         public var instances = 1
         public var index = 0
         public var secret: String? = nil
+        /// How long an instance waits for the owning instance to confirm a light command it relayed.
+        public var commandTimeout = 5.0
+
+        public var membership: ClusterMembership { ClusterMembership(instances: instances, index: index) }
+    }
+
+    /// The same configuration with only the users this instance owns: what its source simulates
+    /// or polls.
+    public var owned: BridgeConfiguration {
+        var copy = self
+        let membership = cluster.membership
+        copy.users = users.filter { membership.owns($0.id) }
+        return copy
+    }
+
+    /// The MQTT client id: `mqtt.client_id` (or one derived from the base topic), with the cluster
+    /// index appended when several instances run, so they never take each other's connection.
+    public var clientID: String {
+        cluster.instances > 1 ? "\(mqtt.effectiveClientID)-\(cluster.index)" : mqtt.effectiveClientID
     }
 
     public var mqtt = MQTT()

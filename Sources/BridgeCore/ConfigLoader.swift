@@ -20,7 +20,7 @@ public struct ConfigLoader {
         "homeassistant.discovery", "homeassistant.prefix",
         "scheduler.timezone", "scheduler.grace",
         "log.level",
-        "cluster.instances", "cluster.index", "cluster.secret",
+        "cluster.instances", "cluster.index", "cluster.secret", "cluster.command_timeout",
     ]
 
     public static func environmentName(of path: String) -> String {
@@ -193,6 +193,8 @@ public struct ConfigLoader {
                   line: values["cluster.index"]?.line ?? 0)
         }
         config.cluster.secret = nonEmptyString("cluster.secret")
+        config.cluster.commandTimeout = duration("cluster.command_timeout", in: 0.1...60,
+                                                 default: config.cluster.commandTimeout)
         config.users = UsersDecoder.decode(usersNode, issues: &issues)
         return config
     }

@@ -64,6 +64,8 @@ extension HTTPRoutes {
                 switch switchLight(userID, path[1], command) {
                 case .success: return roomResponse(user: userID, room: path[1], home: home())
                 case .failure(.unknownRoom), .failure(.unknownUser): return HTTPRoutes.notFound
+                case .failure(.ownerTimeout(let seconds)):
+                    return HTTPRoutes.error(504, CommandRejection.ownerTimeout(seconds: seconds).description)
                 case .failure(let rejection): return HTTPRoutes.error(409, rejection.description)
                 }
             }

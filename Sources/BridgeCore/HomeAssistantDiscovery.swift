@@ -12,14 +12,18 @@ public struct HomeAssistantDiscovery: Sendable {
     public var prefix: String
     public var topics: Topics
     public var version: String
-    /// `simulated` or `rest`: the rooms' device model; rest rooms also list their availability topic.
+    /// `simulated` or `rest`: the rooms' device model.
     public var sourceKind: String
+    /// Whether each room's entities also depend on the room's availability topic: polled rooms
+    /// (their upstream can fail) and every room of a cluster (its owning instance can die).
+    public var roomAvailability: Bool
 
-    public init(prefix: String, topics: Topics, version: String, sourceKind: String) {
+    public init(prefix: String, topics: Topics, version: String, sourceKind: String, clustered: Bool = false) {
         self.prefix = prefix
         self.topics = topics
         self.version = version
         self.sourceKind = sourceKind
+        roomAvailability = sourceKind == "rest" || clustered
     }
 
     /// The base topic as an id: characters other than letters, digits, `_` and `-` become `_`.
@@ -42,9 +46,9 @@ public struct HomeAssistantDiscovery: Sendable {
     }
 
     /// Every config: the bridge's connectivity sensor, then each sensor of each room.
-    public func configs(home: Home) -> [Config] {
+    public func configs(home: Home, users include: (User) -> Bool = { _ in true }) -> [Config] {
         var configs = [bridgeConfig]
-        for user in home.users {
+        for user in home.users where include(user) {
             for room in user.rooms {
                 for sensor in home.sensors(of: room, user: user.id) {
                     configs.append(config(user: user, room: room, sensor: sensor))
@@ -116,7 +120,7 @@ public struct HomeAssistantDiscovery: Sendable {
             component = "sensor"  // a generic upstream sensor: its text as it comes
         }
         var availability: [JSONValue] = [.object([("topic", .string(topics.bridgeState))])]
-        if sourceKind == "rest" {
+        if roomAvailability {
             availability.append(.object([("topic", .string(topics.availability(user: user.id, room: room.id)))]))
         }
         members += [

@@ -82,6 +82,8 @@ public enum CommandRejection: Error, Sendable, Equatable, CustomStringConvertibl
     case retained
     /// A REST upstream refused the forwarded command (or could not be reached: status 0).
     case upstream(status: Int, detail: String)
+    /// Cluster: the instance that owns the user did not confirm a relayed command in time.
+    case ownerTimeout(seconds: Double)
 
     /// A short machine-friendly code for the `command_rejected` event.
     public var code: String {
@@ -93,6 +95,7 @@ public enum CommandRejection: Error, Sendable, Equatable, CustomStringConvertibl
         case .noLights: "no_lights"
         case .retained: "retained"
         case .upstream: "upstream_refused"
+        case .ownerTimeout: "owner_timeout"
         }
     }
 
@@ -106,6 +109,8 @@ public enum CommandRejection: Error, Sendable, Equatable, CustomStringConvertibl
         case .retained: "retained command ignored: a stale retained /set message must not switch lights"
         case .upstream(let status, let detail):
             status == 0 ? "upstream unreachable: \(detail)" : "upstream answered \(status): \(detail)"
+        case .ownerTimeout(let seconds):
+            "the bridge instance that owns this user did not confirm the command within \(Int(seconds.rounded(.up))) s"
         }
     }
 }

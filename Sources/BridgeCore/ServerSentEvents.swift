@@ -5,6 +5,14 @@ public enum ServerSentEvents {
         Array("event: \(name)\ndata: \(data.serialized)\n\n".utf8)
     }
 
+    /// One event from JSON already serialized elsewhere (an event another bridge instance
+    /// published); `nil` when the text or the name would break the line format.
+    public static func event(_ name: String, json: String) -> [UInt8]? {
+        let breaksLine: (Character) -> Bool = { $0 == "\n" || $0 == "\r" }
+        guard !name.isEmpty, !name.contains(where: breaksLine), !json.contains(where: breaksLine) else { return nil }
+        return Array("event: \(name)\ndata: \(json)\n\n".utf8)
+    }
+
     /// A comment line: keeps proxies and the client's timeout from closing an idle stream.
     public static let heartbeat: [UInt8] = Array(": heartbeat\n\n".utf8)
 

@@ -34,6 +34,42 @@ public struct Topics: Sendable, Equatable {
     /// `<base>/bridge/state`: `online`, or `offline` as the last will and on clean shutdown.
     public var bridgeState: String { "\(base)/bridge/state" }
 
+    /// `<base>/bridge/<index>/state`: one cluster instance's `online`/`offline` (its last will).
+    public func instanceState(_ index: Int) -> String { "\(base)/bridge/\(index)/state" }
+
+    /// Every cluster instance's state topic.
+    public var instanceStateFilter: String { "\(base)/bridge/+/state" }
+
+    /// The cluster instance a state topic names, or `nil` for any other topic.
+    public func parseInstanceState(_ topic: String) -> Int? {
+        guard topic.hasPrefix(base + "/bridge/"), topic.hasSuffix("/state") else { return nil }
+        let middle = topic.dropFirst(base.count + "/bridge/".count).dropLast("/state".count)
+        guard !middle.isEmpty, middle.allSatisfy(\.isASCII), let index = Int(middle), index >= 0 else { return nil }
+        return index
+    }
+
+    /// What a cluster instance subscribes to so it can serve users it does not own: their readings
+    /// (`<base>/<user>/<room>/<sensor>`, retained) and their events.
+    public var mirrorFilters: [String] { ["\(base)/+/+/+", "\(base)/+/events"] }
+
+    /// The user, room and sensor of a reading's topic under this base, or `nil` for any other
+    /// topic (commands, availability and the bridge's own topics included).
+    public func parseSensorTopic(_ topic: String) -> (user: String, room: String, sensor: String)? {
+        guard topic.hasPrefix(base + "/") else { return nil }
+        let rest = topic.dropFirst(base.count + 1).split(separator: "/", omittingEmptySubsequences: false)
+        guard rest.count == 3, rest.allSatisfy({ !$0.isEmpty }), rest[0] != "bridge", rest[2] != "availability"
+        else { return nil }
+        return (String(rest[0]), String(rest[1]), String(rest[2]))
+    }
+
+    /// The user of an events topic under this base, or `nil` for any other topic.
+    public func parseEventsTopic(_ topic: String) -> String? {
+        guard topic.hasPrefix(base + "/"), topic.hasSuffix("/events") else { return nil }
+        let user = topic.dropFirst(base.count + 1).dropLast("/events".count)
+        guard !user.isEmpty, !user.contains("/"), user != "bridge" else { return nil }
+        return String(user)
+    }
+
     /// `<base>/bridge/info`: JSON describing this bridge, retained.
     public var bridgeInfo: String { "\(base)/bridge/info" }
 

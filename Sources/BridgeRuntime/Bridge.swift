@@ -21,6 +21,9 @@ public final class Bridge: Sendable {
     private let scheduler: AlarmScheduler
     private let restSource: RestSource?
     private let sweep: DiscoverySweep
+    /// Cluster only: which instances are online, and the connection whose last will keeps
+    /// `<base>/bridge/state` honest when the last instance dies.
+    private let peers: ClusterPeers?
     private let brokerAddress: String
     private let startedAt = Date()
 
@@ -50,13 +53,17 @@ public final class Bridge: Sendable {
                                     upstream: configuration.source.lightsCommand.path == nil ? nil : upstream,
                                     startedAt: startedAt)
         if let upstream {
-            restSource = RestSource(configuration: configuration, controller: controller, client: upstream, logger: logger)
+            restSource = RestSource(configuration: configuration.owned, controller: controller, client: upstream,
+                                    logger: logger)
         } else {
             restSource = nil
         }
         sweep = DiscoverySweep(identity: HomeAssistantDiscovery(
             prefix: configuration.homeAssistant.prefix, topics: Topics(base: configuration.mqtt.baseTopic),
             version: Bridge.version, sourceKind: configuration.source.kind.rawValue))
+        peers = configuration.cluster.instances > 1
+            ? try ClusterPeers(configuration: configuration, broker: broker, controller: controller, logger: logger)
+            : nil
         let schedule = AlarmSchedule(
             timeZone: configuration.scheduler.timezone.flatMap(TimeZone.init(identifier:)) ?? .current,
             grace: configuration.scheduler.grace
@@ -167,12 +174,15 @@ public final class Bridge: Sendable {
         return MQTTConfiguration(
             host: broker.host,
             port: broker.port,
-            clientID: mqtt.effectiveClientID,
+            clientID: configuration.clientID,
             username: mqtt.username,
             password: password,
             keepalive: mqtt.keepalive,
-            will: .init(topic: Topics(base: mqtt.baseTopic).bridgeState, payload: Array("offline".utf8), qos: 1,
-                        retain: true),
+            // A cluster instance's will is its own state; ClusterPeers looks after `bridge/state`.
+            will: .init(topic: configuration.cluster.instances > 1
+                            ? Topics(base: mqtt.baseTopic).instanceState(configuration.cluster.index)
+                            : Topics(base: mqtt.baseTopic).bridgeState,
+                        payload: Array("offline".utf8), qos: 1, retain: true),
             tls: tls,
             reconnectMin: mqtt.reconnectMin,
             reconnectMax: mqtt.reconnectMax,
@@ -227,7 +237,8 @@ public final class Bridge: Sendable {
         }
         var simulator: Simulator?
         if restSource == nil {
-            let simulated = Simulator(users: configuration.users, seed: seed())
+            // Only the users this instance owns: the others' owners simulate them.
+            let simulated = Simulator(users: configuration.owned.users, seed: seed())
             controller.record(simulated.initialReadings(), publish: false)
             simulator = simulated
         } else {
@@ -249,8 +260,22 @@ public final class Bridge: Sendable {
         if let discovery = controller.discovery {
             try mqtt.subscribe(discovery.statusTopic, qos: 0)
         }
+        if let peers {
+            // QoS 0: mosquitto queues at most max_queued_messages (default 1,000) QoS 1 messages per
+            // client and drops the rest, which a subscription to every room's retained state
+            // exceeds at once; QoS 0 is not capped, and a lost message is replaced by the next one.
+            for filter in controller.topics.mirrorFilters {
+                try mqtt.subscribe(filter, qos: 0)
+            }
+            try mqtt.subscribe(controller.topics.bridgeState, qos: configuration.mqtt.qos)
+            try peers.start()
+            logger.info("cluster instance", ["index": String(configuration.cluster.index),
+                                             "instances": String(configuration.cluster.instances),
+                                             "owned_users": String(configuration.owned.users.count),
+                                             "users": String(configuration.users.count)])
+        }
         try mqtt.start()
-        logger.info("connecting to broker", ["broker": brokerAddress, "client_id": configuration.mqtt.effectiveClientID])
+        logger.info("connecting to broker", ["broker": brokerAddress, "client_id": configuration.clientID])
 
         await withDiscardingTaskGroup { group in
             group.addTask { await self.handleEvents() }
@@ -333,8 +358,16 @@ public final class Bridge: Sendable {
 
     private func shutdown() async {
         logger.info("shutting down")
+        peers?.beginShutdown()
         do {
-            try mqtt.publish(topic: controller.topics.bridgeState, text: "offline", qos: 1, retain: true)
+            if peers != nil {
+                try mqtt.publish(topic: controller.topics.instanceState(configuration.cluster.index), text: "offline",
+                                 qos: 1, retain: true)
+            }
+            // A cluster says `offline` only when its last instance goes.
+            if peers?.othersOnline ?? false == false {
+                try mqtt.publish(topic: controller.topics.bridgeState, text: "offline", qos: 1, retain: true)
+            }
             if !(await mqtt.waitForPublished(timeout: 2)) {
                 logger.warning("broker did not acknowledge everything before shutdown")
             }
@@ -342,6 +375,7 @@ public final class Bridge: Sendable {
             logger.warning("could not publish offline state", ["error": error.description])
         }
         mqtt.stop()
+        peers?.stop()
         http.stop()
     }
 
@@ -379,6 +413,7 @@ public final class Bridge: Sendable {
                     homeAssistantStatus(message)
                     continue
                 }
+                if let peers, peers.handle(message) || controller.mirror(message) { continue }
                 controller.handleCommand(message)
             }
         }

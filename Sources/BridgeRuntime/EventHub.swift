@@ -30,9 +30,19 @@ final class EventHub: Sendable {
 
     /// Sends an event to every stream of `user`.
     func send(user: String, event name: String, _ data: JSONValue) {
+        guard hasStreams(user: user) else { return }
+        send(user: user, bytes: ServerSentEvents.event(name, data))
+    }
+
+    /// Whether a user has a client listening (events for nobody are not even built).
+    func hasStreams(user: String) -> Bool {
+        streams.withLock { $0[user]?.isEmpty == false }
+    }
+
+    /// Sends an event already in the line format to every stream of `user`.
+    func send(user: String, bytes: [UInt8]) {
         let targets = streams.withLock { ($0[user] ?? []).map(\.sink) }
         guard !targets.isEmpty else { return }
-        let bytes = ServerSentEvents.event(name, data)
         var failed = false
         for sink in targets where !sink.write(bytes) {
             sink.finish(with: ServerSentEvents.overflow)

@@ -13,13 +13,17 @@ final class HomeController: Sendable {
     private let mqtt: MQTTClient
     private let startedAt: Date
     /// Where every published reading is recorded.
-    private let history: HistoryRecorder
+    let history: HistoryRecorder
     /// Live HTTP event streams.
     let events: EventHub
     /// Where light commands are forwarded first, when a REST upstream takes them.
     private let upstream: UpstreamClient?
     /// Home Assistant discovery, when `homeassistant.discovery` is on.
     let discovery: HomeAssistantDiscovery?
+    /// Which users this instance owns (all of them unless `cluster.instances` > 1).
+    let membership: ClusterMembership
+    /// Relayed light commands waiting for the owning instance's confirmation.
+    let confirmations = LightConfirmations()
 
     init(configuration: BridgeConfiguration, logger: Logger, mqtt: MQTTClient, history: HistoryRecorder,
          events: EventHub, upstream: UpstreamClient?, startedAt: Date) {
@@ -27,8 +31,10 @@ final class HomeController: Sendable {
         discovery = configuration.homeAssistant.discovery
             ? HomeAssistantDiscovery(prefix: configuration.homeAssistant.prefix,
                                      topics: Topics(base: configuration.mqtt.baseTopic), version: Bridge.version,
-                                     sourceKind: configuration.source.kind.rawValue)
+                                     sourceKind: configuration.source.kind.rawValue,
+                                     clustered: configuration.cluster.instances > 1)
             : nil
+        membership = configuration.cluster.membership
         self.configuration = configuration
         self.logger = logger
         self.mqtt = mqtt
@@ -46,12 +52,13 @@ final class HomeController: Sendable {
     func publishEverything() {
         let info = BridgeInfo(version: Bridge.version, sourceKind: configuration.source.kind.rawValue,
                               users: configuration.users, startedAt: startedAt)
+        if membership.isClustered { publish(topics.instanceState(membership.index), "online") }
         publish(topics.bridgeState, "online")
         publish(topics.bridgeInfo, info.json.serialized)
         var configs = 0
         if let discovery {
             // Configs before states, so Home Assistant has each entity when its state arrives.
-            for config in discovery.configs(home: store.home) {
+            for config in discovery.configs(home: store.home, users: { membership.owns($0.id) }) {
                 publish(config.topic, config.payload.serialized)
                 configs += 1
             }
@@ -59,11 +66,11 @@ final class HomeController: Sendable {
         let messages: [(String, String)] = store.withLock { state in
             let now = store.now
             var messages: [(String, String)] = []
-            for reading in state.home.allReadings {
+            for reading in state.home.allReadings where membership.owns(reading.user) {
                 messages.append((topics.sensor(user: reading.user, room: reading.room, sensor: reading.sensor),
                                  reading.value.mqttPayload))
             }
-            for user in state.home.users {
+            for user in state.home.users where membership.owns(user.id) {
                 for room in user.rooms {
                     messages.append((topics.room(user: user.id, room: room.id),
                                      SeedShapes.room(room, user: user.id, in: state.home).serialized))
@@ -74,9 +81,9 @@ final class HomeController: Sendable {
         }
         for (topic, payload) in messages { publish(topic, payload) }
         var availability = 0
-        if configuration.source.kind == .rest {
+        if configuration.source.kind == .rest || membership.isClustered {
             let offline = store.withLock { $0.offline }
-            for user in configuration.users {
+            for user in configuration.users where membership.owns(user.id) {
                 for room in user.rooms {
                     let key = RoomKey(user: user.id, room: room.id)
                     publish(topics.availability(user: user.id, room: room.id), offline.contains(key) ? "offline" : "online")
@@ -85,6 +92,19 @@ final class HomeController: Sendable {
             }
         }
         logger.info("published retained state", ["messages": String(messages.count + availability + configs + 2)])
+    }
+
+    /// Cluster: another instance went offline without saying so for its rooms (it was killed or
+    /// lost its connection), so its rooms are announced unavailable on its behalf.
+    func announceRoomsOffline(ofInstance instance: Int) -> Int {
+        var count = 0
+        for user in configuration.users where membership.owner(of: user.id) == instance {
+            for room in user.rooms {
+                publish(topics.availability(user: user.id, room: room.id), "offline")
+                count += 1
+            }
+        }
+        return count
     }
 
     /// Stores readings and publishes those whose payload changed (or whose refresh is due), then
@@ -131,7 +151,7 @@ final class HomeController: Sendable {
         for row in rows { streamState(row) }
     }
 
-    private func publish(_ topic: String, _ payload: String, retain: Bool = true) {
+    func publish(_ topic: String, _ payload: String, retain: Bool = true) {
         do {
             try mqtt.publish(topic: topic, text: payload, qos: configuration.mqtt.qos, retain: retain)
         } catch {
@@ -147,6 +167,8 @@ final class HomeController: Sendable {
             logger.warning("ignored message on an unexpected topic", ["topic": message.topic])
             return
         }
+        // Every instance receives every command; only the user's owner acts (or rejects).
+        guard membership.owns(target.user) else { return }
         if message.retain {
             logger.warning("ignored a retained command: a stale retained /set message must never switch lights; "
                 + "clear it with an empty retained publish", ["topic": message.topic])
@@ -222,6 +244,10 @@ final class HomeController: Sendable {
     /// Runs a command from MQTT or an alarm. With a REST upstream that takes light commands, the
     /// command is forwarded first, without holding up the caller.
     func command(_ command: LightCommand, user: String, room: String, source: String, topic: String? = nil) {
+        guard membership.owns(user) else {
+            _ = relay(command, user: user, room: room, source: source)
+            return
+        }
         guard upstream != nil else {
             execute(command, user: user, room: room, source: source, topic: topic)
             return
@@ -234,6 +260,9 @@ final class HomeController: Sendable {
     func commandAndWait(_ command: LightCommand, user: String, room: String, source: String)
         -> Result<Reading, CommandRejection>
     {
+        guard membership.owns(user) else {
+            return relay(command, user: user, room: room, source: source, waitFor: configuration.cluster.commandTimeout)
+        }
         guard upstream != nil else { return execute(command, user: user, room: room, source: source) }
         let done = DispatchSemaphore(value: 0)
         let outcome = OutcomeBox()
@@ -275,7 +304,7 @@ final class HomeController: Sendable {
     }
 
     /// A published reading, as a `state` event on the user's HTTP event streams.
-    private func streamState(_ row: HistoryStore.Row) {
+    func streamState(_ row: HistoryStore.Row) {
         events.send(user: row.user, event: "state", .object([
             ("type", .string("state")), ("room", .string(row.room)), ("sensor", .string(row.sensor)),
             ("value", .string(row.value)), ("at", .string(Timestamp.iso8601(row.time))),

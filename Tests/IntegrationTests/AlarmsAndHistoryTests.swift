@@ -136,6 +136,8 @@ struct AlarmsAndHistoryTests {
         let token = try await APITests.token(bridge.httpPort, "Cemalettin", "12345")
         try await Task.sleep(for: .seconds(3))  // readings every 0.2 s, flushed every second
         let published = watcher.messages.map(\.text)
+        // The history is flushed once a second: let the last of those readings reach the database.
+        try await Task.sleep(for: .seconds(1.5))
 
         let reply = try await HTTP.send(bridge.httpPort, "/api/v1/rooms/kitchen/history?sensor=temperature&limit=10000",
                                         method: "GET", token: token)

@@ -112,7 +112,9 @@ struct EventStreamTests {
             perSecond.append(watcher.messages.count - before)
         }
         // 8 rooms' temperatures change about every second step at 100 steps/s: hundreds a second.
-        #expect(perSecond.allSatisfy { $0 > 50 }, "publishing stalled: \(perSecond) messages/s")
+        // The first second only warms up (on a loaded machine it can be slow for other reasons);
+        // a stall caused by the client shows in every second after it.
+        #expect(perSecond.dropFirst().allSatisfy { $0 > 50 }, "publishing stalled: \(perSecond) messages/s")
         // The stalled client was cut off with a last event saying why.
         let stillOpen = stalled.read(for: 2)
         #expect(stalled.text.contains("event: overflow"),

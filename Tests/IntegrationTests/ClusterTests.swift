@@ -1,0 +1,225 @@
+import BridgeCore
+import BridgeMQTT
+import Foundation
+import Testing
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Several bridge instances on one real mosquitto (issue #11): each user owned by exactly one
+/// instance, every instance answering HTTP for every user, commands relayed to the owner, and an
+/// instance's death visible on its rooms' availability only.
+@Suite(.serialized, .timeLimit(.minutes(4)))
+struct ClusterTests {
+    static let instances = 3
+    static let generatedUsers = 200
+    static let secret = "cluster-test-secret-0123456789-abcdefghij"
+
+    /// 200 users beside the demo's two, two rooms each, all with the demo password 12345 (the
+    /// hash is Cemalettin's, so the config costs no hashing).
+    static let extraUsers: String = (1...generatedUsers).map { number in
+        let id = String(format: "u%03d", number)
+        return """
+              - id: "\(id)"
+                username: user\(id)
+                password_hash: "$argon2id$v=19$m=65536,t=2,p=1$AFwYLl14V6VLFBq3mN1oNA$z0YImiO0MUlUwjAJcNkvPZsytpsLsNbqpDuYtqrpMOU"
+                rooms: [Kitchen, Bedroom]
+
+            """
+    }.joined()
+
+    static let userIDs = ["1", "2"] + (1...generatedUsers).map { String(format: "u%03d", $0) }
+    static let membership = ClusterMembership(instances: instances, index: 0)
+
+    /// Starts instance `index`. The source ticks once an hour, so each reading is published once
+    /// per connection: a second publisher of any topic would show as a second message.
+    static func start(_ index: Int, broker: TestBroker, storagePath: String? = nil) async throws -> BridgeProcess {
+        try await BridgeProcess(
+            broker: broker,
+            settings: "http:\n  legacy_routes: true\nsource:\n  interval: 3600\n  seed: \(index + 1)\n",
+            extraUsers: extraUsers, storagePath: storagePath,
+            environment: ["SMARTHOME_CLUSTER_INSTANCES": String(instances),
+                          "SMARTHOME_CLUSTER_INDEX": String(index),
+                          "SMARTHOME_CLUSTER_SECRET": secret,
+                          "SMARTHOME_CLUSTER_COMMAND_TIMEOUT": "2",
+                          "SMARTHOME_HOMEASSISTANT_DISCOVERY": "false"]
+        )
+    }
+
+    static func json(_ reply: HTTP.Reply) -> [String: Any]? {
+        try? JSONSerialization.jsonObject(with: reply.body) as? [String: Any]
+    }
+
+    static func isSensorTopic(_ topic: String) -> Bool {
+        guard let sensor = Topics(base: "smarthome").parseSensorTopic(topic)?.sensor else { return false }
+        return sensor != "availability"
+    }
+
+    @Test func usersArePartitionedAndEveryInstanceServesEveryone() async throws {
+        let broker = try await TestBroker()
+        let watcher = try await TestSubscriber(broker: broker.port, subscribe: ["smarthome/#"], name: "watcher")
+        var bridges: [BridgeProcess] = []
+        for index in 0..<Self.instances { bridges.append(try await Self.start(index, broker: broker)) }
+        defer { for bridge in bridges { bridge.signal(SIGTERM); _ = bridge.waitForExit(timeout: 5) } }
+
+        // Demo users: 16 rooms × 4 sensors; generated: 200 × 2 rooms × 4 sensors.
+        let expectedTopics = 16 * 4 + Self.generatedUsers * 2 * 4
+        #expect(await eventually(timeout: 20) {
+            Set(watcher.messages.map(\.topic).filter(Self.isSensorTopic)).count >= expectedTopics
+        })
+        try await Task.sleep(for: .seconds(1))
+        var publications: [String: Int] = [:]
+        for message in watcher.messages where Self.isSensorTopic(message.topic) {
+            publications[message.topic, default: 0] += 1
+        }
+        #expect(publications.count == expectedTopics)
+        let duplicated = publications.filter { $0.value != 1 }
+        #expect(duplicated.isEmpty, "published more than once (by more than one instance): \(duplicated.prefix(5))")
+
+        // Each instance owns a share; the shares add up to everyone.
+        var owned = 0
+        for (index, bridge) in bridges.enumerated() {
+            let expected = Self.userIDs.filter { Self.membership.owner(of: $0) == index }.count
+            #expect(expected > 0)
+            #expect(bridge.log.contains("owned_users=\(expected)"), "instance \(index) log:\n\(bridge.log.prefix(2000))")
+            owned += expected
+        }
+        #expect(owned == Self.userIDs.count)
+
+        // Every seed route, on every instance, for every user: the same answer everywhere, and the
+        // values the owners published.
+        for user in Self.userIDs {
+            var roomsAnswers: Set<String> = []
+            for bridge in bridges {
+                let reply = try await HTTP.get(bridge.httpPort, "/rooms/\(user)")
+                #expect(reply.status == 200, "instance \(bridge.httpPort) /rooms/\(user): \(reply.status)")
+                roomsAnswers.insert(reply.text)
+            }
+            #expect(roomsAnswers.count == 1, "/rooms/\(user) differs between instances: \(roomsAnswers)")
+            let rooms = user.hasPrefix("u") ? ["kitchen", "bedroom"] : []
+            for room in rooms {
+                var answers: Set<String> = []
+                for bridge in bridges {
+                    let reply = try await HTTP.get(bridge.httpPort, "/rooms/\(user)/\(room)")
+                    #expect(reply.status == 200)
+                    answers.insert(reply.text)
+                }
+                #expect(answers.count == 1, "/rooms/\(user)/\(room) differs between instances: \(answers)")
+                let published = watcher.last("smarthome/\(user)/\(room)/temperature")
+                let values = Self.json(try await HTTP.get(bridges[0].httpPort, "/rooms/\(user)/\(room)"))?["SensorValues"]
+                #expect((values as? [String])?.first == published, "\(user)/\(room)")
+            }
+        }
+        for bridge in bridges {
+            for room in ["livingroom", "kitchen", "balcony"] {
+                for user in ["1", "2"] {
+                    let reply = try await HTTP.get(bridge.httpPort, "/rooms/\(user)/\(room)")
+                    #expect(reply.status == 200)
+                    let values = Self.json(reply)?["SensorValues"] as? [String]
+                    #expect(values?.first == watcher.last("smarthome/\(user)/\(room)/temperature"))
+                }
+            }
+        }
+
+        // The API: a token from any instance works on every instance (shared cluster.secret).
+        for user in ["1", "u001", "u002", "u003", "u150"] {
+            let username = user == "1" ? "Cemalettin" : "user\(user)"
+            for (loginIndex, loginBridge) in bridges.enumerated() {
+                let token = try await APITests.token(loginBridge.httpPort, username, "12345")
+                for (index, bridge) in bridges.enumerated() where index == loginIndex {
+                    let rooms = try await HTTP.send(bridge.httpPort, "/api/v1/rooms", method: "GET", token: token)
+                    #expect(rooms.status == 200, "token from \(loginIndex) on \(index): \(rooms.status)")
+                    let kitchen = try await HTTP.send(bridge.httpPort, "/api/v1/rooms/kitchen", method: "GET",
+                                                      token: token)
+                    #expect(kitchen.status == 200)
+                    #expect(Self.json(kitchen)?["UpdatedAt"] is String)
+                }
+            }
+            let legacy = try await HTTP.get(bridges[2].httpPort, "/login/\(username)/12345")
+            #expect(Self.json(legacy)?["userID"] as? String == user)
+        }
+    }
+
+    @Test func aLightCommandOnAnyInstanceIsAppliedOnceByTheOwner() async throws {
+        let broker = try await TestBroker()
+        var bridges: [BridgeProcess] = []
+        for index in 0..<Self.instances { bridges.append(try await Self.start(index, broker: broker)) }
+        defer { for bridge in bridges { bridge.signal(SIGTERM); _ = bridge.waitForExit(timeout: 5) } }
+        let user = try #require(Self.userIDs.first { Self.membership.owner(of: $0) == 2 && $0.hasPrefix("u") })
+        let watcher = try await TestSubscriber(broker: broker.port, subscribe: ["smarthome/\(user)/kitchen/#"],
+                                               name: "watcher")
+        try await watcher.waitFor("smarthome/\(user)/kitchen/lights", payload: "OFF")
+        watcher.clear()
+
+        let token = try await APITests.token(bridges[0].httpPort, "user\(user)", "12345")
+        let reply = try await HTTP.send(bridges[0].httpPort, "/api/v1/rooms/kitchen/lights", method: "POST",
+                                        body: Data(#"{"state":"TOGGLE"}"#.utf8), token: token)
+        #expect(reply.status == 200, "\(reply.text)")
+        let names = Self.json(reply)?["SensorNames"] as? [String] ?? []
+        let values = Self.json(reply)?["SensorValues"] as? [String] ?? []
+        #expect(names.firstIndex(of: "Lights").map { values[$0] } == "On", "the answer shows the confirmed state")
+
+        try await Task.sleep(for: .seconds(1))
+        let commands = watcher.messages.filter { $0.topic.hasSuffix("/lights/set") }
+        let states = watcher.messages.filter { $0.topic == "smarthome/\(user)/kitchen/lights" }
+        #expect(commands.map(\.text) == ["ON"], "relayed once, as an explicit ON (a TOGGLE could be redelivered)")
+        #expect(states.map(\.text) == ["ON"], "applied once")
+        #expect(bridges[2].log.contains("light switched"), "the owner applied it")
+        #expect(!bridges[0].log.contains("light switched") && !bridges[1].log.contains("light switched"))
+        // Every instance now serves the new state.
+        for bridge in bridges {
+            let room = Self.json(try await HTTP.get(bridge.httpPort, "/rooms/\(user)/kitchen"))
+            #expect((room?["SensorValues"] as? [String])?.contains("On") == true)
+        }
+
+        // The owner gone: the answer is a bounded 504 with the error shape, not a hang.
+        bridges[2].signal(SIGKILL)
+        _ = bridges[2].waitForExit(timeout: 5)
+        let timedOut = try await HTTP.send(bridges[0].httpPort, "/api/v1/rooms/kitchen/lights", method: "POST",
+                                           body: Data(#"{"state":"OFF"}"#.utf8), token: token)
+        #expect(timedOut.status == 504)
+        #expect(((Self.json(timedOut)?["error"] as? [String: Any])?["message"] as? String)?.contains("did not confirm")
+            == true, "\(timedOut.text)")
+    }
+
+    @Test func aKilledInstanceTakesOnlyItsOwnRoomsOffline() async throws {
+        let broker = try await TestBroker()
+        var bridges: [BridgeProcess] = []
+        let storage = try TestFiles.makeDirectory("cluster-storage")
+        for index in 0..<Self.instances {
+            bridges.append(try await Self.start(index, broker: broker,
+                                                storagePath: storage.appendingPathComponent("\(index).sqlite").path))
+        }
+        defer { for bridge in bridges { bridge.signal(SIGTERM); _ = bridge.waitForExit(timeout: 5) } }
+        // Narrow filters: mosquitto keeps at most 1,000 QoS 1 messages queued for one client.
+        let watcher = try await TestSubscriber(broker: broker.port,
+                                               subscribe: ["smarthome/+/kitchen/availability", "smarthome/bridge/#"],
+                                               name: "watcher")
+        let ownedBy1 = Self.userIDs.filter { Self.membership.owner(of: $0) == 1 }
+        let others = Self.userIDs.filter { Self.membership.owner(of: $0) != 1 }
+        let availability = { (user: String) in "smarthome/\(user)/kitchen/availability" }
+        #expect(await eventually(timeout: 10) { Self.userIDs.allSatisfy { watcher.last(availability($0)) == "online" } })
+        try await watcher.waitFor("smarthome/bridge/1/state", payload: "online")
+
+        bridges[1].signal(SIGKILL)
+        _ = bridges[1].waitForExit(timeout: 5)
+        try await watcher.waitFor("smarthome/bridge/1/state", payload: "offline", timeout: 60)
+        #expect(await eventually(timeout: 10) {
+            ownedBy1.allSatisfy { watcher.last(availability($0)) == "offline" }
+        }, "every room of the killed instance's users is unavailable")
+        let notOnline = others.filter { watcher.last(availability($0)) != "online" }
+        #expect(notOnline.isEmpty, "the others' rooms are untouched: \(notOnline.map { ($0, watcher.last(availability($0))) })")
+        #expect(await eventually(timeout: 10) { watcher.last("smarthome/bridge/state") == "online" },
+                "the cluster is still online")
+
+        bridges[1] = try await Self.start(1, broker: broker, storagePath: storage.appendingPathComponent("1.sqlite").path)
+        #expect(await eventually(timeout: 15) {
+            ownedBy1.allSatisfy { watcher.last(availability($0)) == "online" }
+        }, "restarted, its rooms are back")
+        #expect(watcher.last("smarthome/bridge/1/state") == "online")
+
+        // The last instance to die leaves the cluster offline.
+        for bridge in bridges { bridge.signal(SIGKILL); _ = bridge.waitForExit(timeout: 5) }
+        #expect(await eventually(timeout: 60) { watcher.last("smarthome/bridge/state") == "offline" })
+    }
+}

@@ -1,0 +1,135 @@
+"""Cluster benchmark (issue #11): N instances sharing R rooms vs one instance with all R rooms.
+
+    python3 bench/cluster.py                    # 9,000 rooms: 1 × 9,000 vs 3 × 3,000 (make bench-cluster)
+    python3 bench/cluster.py --smoke            # 900 rooms, short windows
+    python3 bench/cluster.py --rooms 3000 --instances 2
+
+Each case starts its own mosquitto (set_tcp_nodelay, no per-client queue limit) on a free loopback
+port and the release bridge(s) on one config of R rooms at a 5 s interval, QoS 1, Home Assistant
+discovery on (the defaults). A counter subscribed to `smarthome/#` measures delivered readings
+over a window that starts and ends in the quiet gap between two ticks; each instance's CPU and
+RSS are sampled over the same window. Reuses the pieces of bench/run.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import run as harness  # noqa: E402  (bench/run.py: brokers, bridges, samplers, C tools)
+
+SECRET = "bench-cluster-secret-0123456789abcdefghij"
+
+
+def measure(ctx: dict, rooms: int, instances: int) -> dict:
+    work, tools, interval, window = ctx["work"], ctx["tools"], ctx["interval"], ctx["window"]
+    config = harness.write_config(work / f"cluster-{rooms}.yaml", rooms, interval)
+    label = f"{instances}x{rooms // instances}"
+    broker = harness.Broker(work, f"{label}-broker", extra="max_queued_messages 0\n")
+    bridges = []
+    try:
+        for index in range(instances):
+            env = {}
+            if instances > 1:
+                env = {"SMARTHOME_CLUSTER_INSTANCES": str(instances), "SMARTHOME_CLUSTER_INDEX": str(index),
+                       "SMARTHOME_CLUSTER_SECRET": SECRET}
+            bridges.append(harness.Bridge(ctx["binary"], config, broker, work, f"{label}-bridge-{index}", env=env))
+        samplers = [harness.Sampler(bridge.pid) for bridge in bridges]
+        counted = harness.run_counter(tools, broker.port, 1, interval + 2.0, window, samplers,
+                                      quiet=min(1.0, interval / 4), max_wait=6 * interval)
+        readings = counted["readings"]
+        per_instance = []
+        for bridge, usage in zip(bridges, counted["usage"]):
+            per_instance.append({
+                "cpu_pct": usage["cpu_pct"],
+                "cpu_seconds": usage["cpu_seconds"],
+                "rss_max_mib": usage["rss_max_mib"],
+                "rss_peak_since_start_mib": harness.rss_kib(bridge.pid, "VmHWM") / 1024,
+                "ready_s": bridge.ready_seconds,
+            })
+        cpu_total = sum(i["cpu_seconds"] for i in per_instance)
+        result = {
+            "rooms": rooms,
+            "instances": instances,
+            "window_s": counted["seconds"],
+            "readings": readings,
+            "readings_per_s": counted["reading_rate"],
+            "per_instance": per_instance,
+            "cpu_pct_total": sum(i["cpu_pct"] for i in per_instance),
+            "rss_total_mib": sum(i["rss_max_mib"] for i in per_instance),
+            "us_cpu_per_reading": cpu_total * 1e6 / readings if readings else None,
+            "aligned": counted.get("aligned"),
+        }
+        harness.log(f"{label}: {result['readings_per_s']:,.0f} readings/s delivered; per instance "
+                    + ", ".join(f"{i['cpu_pct']:.1f} % CPU / {i['rss_max_mib']:.0f} MiB" for i in per_instance))
+        return result
+    finally:
+        for bridge in bridges:
+            bridge.stop()
+        broker.stop()
+
+
+def table(results: list[dict]) -> str:
+    lines = ["| case | instance | CPU % of one core | RSS (max) | readings/s delivered (all) | µs CPU per reading (all) |",
+             "|---|---|---|---|---|---|"]
+    for result in results:
+        case = f"{result['instances']} × {result['rooms'] // result['instances']:,} rooms"
+        for index, instance in enumerate(result["per_instance"]):
+            lines.append(f"| {case} | {index} | {instance['cpu_pct']:.1f} % | {instance['rss_max_mib']:.0f} MiB | "
+                         f"{result['readings_per_s']:,.0f} | {result['us_cpu_per_reading'] or 0:.1f} |")
+        if result["instances"] > 1:
+            lines.append(f"| {case} | all | {result['cpu_pct_total']:.1f} % | {result['rss_total_mib']:.0f} MiB | "
+                         f"{result['readings_per_s']:,.0f} | {result['us_cpu_per_reading'] or 0:.1f} |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--smoke", action="store_true", help="900 rooms, 4 s windows")
+    parser.add_argument("--rooms", type=int, help="rooms in all (default 9,000; 900 with --smoke)")
+    parser.add_argument("--instances", type=int, default=3)
+    parser.add_argument("--window", type=float, help="seconds measured (default 30; 4 with --smoke)")
+    args = parser.parse_args()
+    rooms = args.rooms or (900 if args.smoke else 9000)
+    started = time.monotonic()
+    binary = harness.bridge_binary()
+    harness.RESULTS.mkdir(parents=True, exist_ok=True)
+    tools = harness.Tools(harness.RESULTS / "bin")
+    tools.build()
+    work = Path(tempfile.mkdtemp(prefix="smarthome-bench-cluster-"))
+    ctx = {"work": work, "tools": tools, "binary": binary, "interval": 5,
+           "window": args.window or (4.0 if args.smoke else 30.0)}
+    results = []
+    try:
+        for instances in (1, args.instances):
+            harness.log(f"--- {instances} instance(s), {rooms:,} rooms (load average {os.getloadavg()[0]:.2f})")
+            results.append(measure(ctx, rooms, instances))
+    finally:
+        harness.Proc.stop_all()
+        shutil.rmtree(work, ignore_errors=True)
+    report = {
+        "command": " ".join(["python3", "bench/cluster.py", *sys.argv[1:]]),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": harness.machine(),
+        "loadavg_1m_after": os.getloadavg()[0],
+        "elapsed_s": round(time.monotonic() - started, 1),
+        "results": results,
+    }
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    (harness.RESULTS / f"cluster-{stamp}.json").write_text(json.dumps(report, indent=2) + "\n")
+    (harness.RESULTS / "latest-cluster.md").write_text(table(results) + "\n")
+    print(f"\nSmartHomeBridge cluster benchmark ({report['command']}), {report['date']}, {report['elapsed_s']:.0f} s")
+    print(table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
