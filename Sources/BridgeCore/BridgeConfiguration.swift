@@ -102,7 +102,10 @@ public struct BridgeConfiguration: Sendable {
     public struct Cluster: Sendable {
         public var instances = 1
         public var index = 0
+        /// Keys the session tokens of every instance (see `ConfigLoader` for its rules).
         public var secret: String? = nil
+
+        public static let minimumSecretLength = 32
     }
 
     public var mqtt = MQTT()
