@@ -38,10 +38,6 @@ public final class Bridge: Sendable {
         } catch {
             throw RuntimeError("cannot open storage.path \(configuration.storage.path): \(error.description)")
         }
-        let sessions = SessionStore(database: database)
-        if let purged = try? sessions.purgeExpired(now: Date()), purged > 0 {
-            logger.info("removed expired sessions", ["count": String(purged)])
-        }
         let upstream = configuration.source.kind == .rest ? UpstreamClient(source: configuration.source) : nil
         history = HistoryStore(database: database)
         recorder = HistoryRecorder(store: history, logger: logger)
@@ -67,19 +63,20 @@ public final class Bridge: Sendable {
         if let files = StaticFiles(root: configuration.http.webRoot) {
             dashboard = { path in files.response(for: path) }
         }
+        let sessions = try SessionService(configuration: configuration, database: database, events: controller.events,
+                                          logger: logger)
         let routes = HTTPRoutes(
             legacyRoutes: configuration.http.legacyRoutes,
             loginGate: LoginGate(
                 verifyPassword: { password, hash in PasswordHasher.verify(password: password, userHash: hash) },
                 now: { Date().timeIntervalSinceReferenceDate }
             ),
-            sessions: Bridge.sessionServices(sessions, ttl: configuration.http.sessionTTL, events: controller.events,
-                                             logger: logger),
+            sessions: sessions.services,
             alarms: DatabaseAlarms(store: alarms),
             history: DatabaseHistory(store: history),
             schedule: schedule,
             openEvents: { [controller] user, token, sink in
-                controller.events.open(user: user, tokenHash: SessionToken.hash(token), sink: sink)
+                controller.events.open(user: user, session: sessions.sessionID(of: token) ?? token, sink: sink)
             },
             staticFiles: dashboard,
             switchLight: { [controller] user, room, command in
@@ -110,44 +107,6 @@ public final class Bridge: Sendable {
 
     /// The port the HTTP server listens on (useful when `http.port` is 0).
     public var httpPort: Int { http.port }
-
-    /// Sessions in the database; tokens are stored only as hashes. Storage failures are logged
-    /// and answered as 500 by the routes.
-    static func sessionServices(_ sessions: SessionStore, ttl: Double, events: EventHub, logger: Logger)
-        -> SessionServices
-    {
-        SessionServices(
-            create: { userID in
-                let token = SessionToken.generate()
-                let now = Date()
-                do {
-                    try sessions.create(tokenHash: SessionToken.hash(token), userID: userID, now: now,
-                                        expiresAt: now.addingTimeInterval(ttl))
-                } catch {
-                    logger.error("cannot store a session", ["error": "\(error)"])
-                    throw error
-                }
-                return token
-            },
-            resolve: { token in
-                do {
-                    return try sessions.userID(tokenHash: SessionToken.hash(token), now: Date())
-                } catch {
-                    logger.error("cannot read sessions", ["error": "\(error)"])
-                    throw error
-                }
-            },
-            revoke: { token in
-                do {
-                    try sessions.revoke(tokenHash: SessionToken.hash(token))
-                    events.close(tokenHash: SessionToken.hash(token))
-                } catch {
-                    logger.error("cannot revoke a session", ["error": "\(error)"])
-                    throw error
-                }
-            }
-        )
-    }
 
     static func mqttConfiguration(_ configuration: BridgeConfiguration, broker: BrokerURL,
                                   logger: Logger? = nil) throws -> MQTTConfiguration {
