@@ -80,6 +80,8 @@ public final class SessionService: Sendable {
     }
 
     /// Sets the handler told of each logout made on this instance (not of `revokeRemote` calls).
+    /// It runs on the logout request's thread after the revocation is stored, so it should hand the
+    /// revocation off (e.g. queue an MQTT publish) rather than wait.
     public func onRevoke(_ handler: @escaping RevocationHandler) {
         self.handler.withLock { $0 = handler }
     }
