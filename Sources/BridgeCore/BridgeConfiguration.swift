@@ -102,9 +102,12 @@ public struct BridgeConfiguration: Sendable {
     public struct Cluster: Sendable {
         public var instances = 1
         public var index = 0
+        /// Keys the session tokens of every instance (see `ConfigLoader` for its rules).
         public var secret: String? = nil
         /// How long an instance waits for the owning instance to confirm a light command it relayed.
         public var commandTimeout = 5.0
+
+        public static let minimumSecretLength = 32
 
         public var membership: ClusterMembership { ClusterMembership(instances: instances, index: index) }
     }

@@ -195,8 +195,22 @@ public struct ConfigLoader {
         config.cluster.secret = nonEmptyString("cluster.secret")
         config.cluster.commandTimeout = duration("cluster.command_timeout", in: 0.1...60,
                                                  default: config.cluster.commandTimeout)
+        validateClusterSecret(config.cluster)
         config.users = UsersDecoder.decode(usersNode, issues: &issues)
         return config
+    }
+
+    /// The secret keys every instance's session tokens, so it must be shared by all of them and hard
+    /// to guess: 32 characters is 192 bits or more when they are random base64.
+    private mutating func validateClusterSecret(_ cluster: BridgeConfiguration.Cluster) {
+        let line = values["cluster.secret"]?.line ?? values["cluster.instances"]?.line ?? 0
+        if let secret = cluster.secret, secret.count < BridgeConfiguration.Cluster.minimumSecretLength {
+            issue("cluster.secret", "must be at least \(BridgeConfiguration.Cluster.minimumSecretLength) characters "
+                  + "(e.g. from `openssl rand -base64 32`), got \(secret.count)", line: line)
+        } else if cluster.secret == nil, cluster.instances > 1 {
+            issue("cluster.secret", "is required when cluster.instances is more than 1: every instance must accept "
+                  + "the others' session tokens", line: line)
+        }
     }
 
     private mutating func decodeMQTT(into mqtt: inout BridgeConfiguration.MQTT) {

@@ -70,6 +70,20 @@ public struct Topics: Sendable, Equatable {
         return String(user)
     }
 
+    /// `<base>/bridge/revoked/<session id>`: a logout made on one cluster instance, retained until
+    /// the token expires (payload: its expiry in Unix seconds), so every instance refuses it.
+    public func revokedSession(_ id: String) -> String { "\(base)/bridge/revoked/\(id)" }
+
+    public var revokedSessionFilter: String { "\(base)/bridge/revoked/+" }
+
+    /// The session id a revocation topic names, or `nil` for any other topic.
+    public func parseRevokedSession(_ topic: String) -> String? {
+        let prefix = base + "/bridge/revoked/"
+        guard topic.hasPrefix(prefix) else { return nil }
+        let id = topic.dropFirst(prefix.count)
+        return id.isEmpty || id.contains("/") ? nil : String(id)
+    }
+
     /// `<base>/bridge/info`: JSON describing this bridge, retained.
     public var bridgeInfo: String { "\(base)/bridge/info" }
 

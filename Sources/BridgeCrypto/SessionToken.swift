@@ -1,42 +1,97 @@
 import CSodium
 
-/// API session tokens: 256 random bits from libsodium, shown to the client once; the bridge keeps
-/// only their BLAKE2b hash.
+/// Signs and checks API tokens: `base64url(payload).base64url(MAC)`, the MAC being libsodium's
+/// `crypto_auth` (HMAC-SHA-512-256) over the payload bytes. Any instance holding the same key can
+/// check a token, so no instance needs to have seen it issued. What the payload means is the
+/// caller's business (`SessionClaims` in BridgeCore).
+public struct SessionSigner: Sendable {
+    public static let keyBytes = Int(crypto_auth_KEYBYTES)
+    private static let macBytes = Int(crypto_auth_BYTES)
+    /// Tells keys derived from `cluster.secret` apart from any other use of the same secret.
+    private static let derivationContext = Array("smarthome-bridge session key v1".utf8)
+
+    private let key: [UInt8]
+
+    /// - Parameter key: exactly `keyBytes` bytes, e.g. from `randomKey()`.
+    public init?(key: [UInt8]) {
+        guard key.count == Self.keyBytes else { return nil }
+        _ = PasswordHasher.isReady
+        self.key = key
+    }
+
+    /// A key derived from a shared secret (BLAKE2b keyed with a fixed context): the same secret
+    /// gives the same key on every instance. The secret must itself be long and random; this is
+    /// not a password hash.
+    public init(secret: String) {
+        _ = PasswordHasher.isReady
+        var derived = [UInt8](repeating: 0, count: Self.keyBytes)
+        let input = Array(secret.utf8)
+        crypto_generichash(&derived, derived.count, input, UInt64(input.count),
+                           Self.derivationContext, Self.derivationContext.count)
+        key = derived
+    }
+
+    public static func randomKey() -> [UInt8] {
+        SessionToken.randomBytes(keyBytes)
+    }
+
+    /// The token for `payload`.
+    public func sign(_ payload: [UInt8]) -> String {
+        var mac = [UInt8](repeating: 0, count: Self.macBytes)
+        crypto_auth(&mac, payload, UInt64(payload.count), key)
+        return Base64URL.encode(payload) + "." + Base64URL.encode(mac)
+    }
+
+    /// The payload of a token whose MAC is right for this key, `nil` for anything else. The MAC
+    /// comparison is libsodium's, in constant time.
+    public func verify(_ token: String) -> [UInt8]? {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 2, let payload = Base64URL.decode(parts[0]), let mac = Base64URL.decode(parts[1]),
+              mac.count == Self.macBytes else { return nil }
+        return crypto_auth_verify(mac, payload, UInt64(payload.count), key) == 0 ? payload : nil
+    }
+}
+
+/// Random material from libsodium.
 public enum SessionToken {
-    /// A new token: 32 random bytes as URL-safe base64 without padding (43 characters).
-    public static func generate() -> String {
-        _ = PasswordHasher.isReady
-        var bytes = [UInt8](repeating: 0, count: 32)
-        randombytes_buf(&bytes, bytes.count)
-        return base64URL(bytes)
-    }
-
-    /// The stored form of a token: its BLAKE2b-256 hash in hex. Tokens are long and random, so a
-    /// fast unsalted hash is enough; what matters is that the database alone yields no token.
-    public static func hash(_ token: String) -> String {
-        _ = PasswordHasher.isReady
-        var digest = [UInt8](repeating: 0, count: 32)
-        let input = Array(token.utf8)
-        crypto_generichash(&digest, digest.count, input, UInt64(input.count), nil, 0)
-        return digest.map { byte in
-            let hex = String(byte, radix: 16)
-            return hex.count == 1 ? "0" + hex : hex
-        }.joined()
-    }
-
     /// Random bytes from libsodium, as URL-safe base64 (for generated passwords and secrets).
     public static func randomText(bytes count: Int) -> String {
+        Base64URL.encode(randomBytes(count))
+    }
+
+    /// `count` random bytes from libsodium (session ids).
+    public static func randomBytes(_ count: Int) -> [UInt8] {
         _ = PasswordHasher.isReady
         var bytes = [UInt8](repeating: 0, count: count)
         randombytes_buf(&bytes, bytes.count)
-        return base64URL(bytes)
+        return bytes
     }
+}
 
-    private static func base64URL(_ bytes: [UInt8]) -> String {
-        var length = sodium_base64_encoded_len(bytes.count, Int32(sodium_base64_VARIANT_URLSAFE_NO_PADDING))
+/// URL-safe base64 without padding, libsodium's, which rejects any character outside the alphabet.
+enum Base64URL {
+    private static let variant = Int32(sodium_base64_VARIANT_URLSAFE_NO_PADDING)
+
+    static func encode(_ bytes: [UInt8]) -> String {
+        var length = sodium_base64_encoded_len(bytes.count, variant)
         var output = [CChar](repeating: 0, count: length)
-        sodium_bin2base64(&output, length, bytes, bytes.count, Int32(sodium_base64_VARIANT_URLSAFE_NO_PADDING))
+        sodium_bin2base64(&output, length, bytes, bytes.count, variant)
         length = output.firstIndex(of: 0) ?? output.count
         return String(decoding: output[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// The bytes of `text`, `nil` unless every character is in the alphabet (libsodium fails
+    /// when given no end pointer and something else follows) and the length is possible.
+    static func decode(_ text: Substring) -> [UInt8]? {
+        let input = Array(text.utf8)
+        guard !input.isEmpty else { return nil }
+        var output = [UInt8](repeating: 0, count: input.count * 3 / 4 + 1)
+        var written = 0
+        let status = input.withUnsafeBufferPointer { buffer in
+            buffer.withMemoryRebound(to: CChar.self) { chars in
+                sodium_base642bin(&output, output.count, chars.baseAddress, chars.count, nil, &written, nil, variant)
+            }
+        }
+        return status == 0 ? Array(output[..<written]) : nil
     }
 }

@@ -41,10 +41,6 @@ public final class Bridge: Sendable {
         } catch {
             throw RuntimeError("cannot open storage.path \(configuration.storage.path): \(error.description)")
         }
-        let sessions = SessionStore(database: database)
-        if let purged = try? sessions.purgeExpired(now: Date()), purged > 0 {
-            logger.info("removed expired sessions", ["count": String(purged)])
-        }
         let upstream = configuration.source.kind == .rest ? UpstreamClient(source: configuration.source) : nil
         history = HistoryStore(database: database)
         recorder = HistoryRecorder(store: history, logger: logger)
@@ -61,9 +57,6 @@ public final class Bridge: Sendable {
         sweep = DiscoverySweep(identity: HomeAssistantDiscovery(
             prefix: configuration.homeAssistant.prefix, topics: Topics(base: configuration.mqtt.baseTopic),
             version: Bridge.version, sourceKind: configuration.source.kind.rawValue))
-        peers = configuration.cluster.instances > 1
-            ? try ClusterPeers(configuration: configuration, broker: broker, controller: controller, logger: logger)
-            : nil
         let schedule = AlarmSchedule(
             timeZone: configuration.scheduler.timezone.flatMap(TimeZone.init(identifier:)) ?? .current,
             grace: configuration.scheduler.grace
@@ -74,19 +67,24 @@ public final class Bridge: Sendable {
         if let files = StaticFiles(root: configuration.http.webRoot) {
             dashboard = { path in files.response(for: path) }
         }
+        let sessions = try SessionService(configuration: configuration, database: database, events: controller.events,
+                                          logger: logger)
+        peers = configuration.cluster.instances > 1
+            ? try ClusterPeers(configuration: configuration, broker: broker, controller: controller, sessions: sessions,
+                               logger: logger)
+            : nil
         let routes = HTTPRoutes(
             legacyRoutes: configuration.http.legacyRoutes,
             loginGate: LoginGate(
                 verifyPassword: { password, hash in PasswordHasher.verify(password: password, userHash: hash) },
                 now: { Date().timeIntervalSinceReferenceDate }
             ),
-            sessions: Bridge.sessionServices(sessions, ttl: configuration.http.sessionTTL, events: controller.events,
-                                             logger: logger),
+            sessions: sessions.services,
             alarms: DatabaseAlarms(store: alarms),
             history: DatabaseHistory(store: history),
             schedule: schedule,
             openEvents: { [controller] user, token, sink in
-                controller.events.open(user: user, tokenHash: SessionToken.hash(token), sink: sink)
+                controller.events.open(user: user, session: sessions.sessionID(of: token) ?? token, sink: sink)
             },
             staticFiles: dashboard,
             switchLight: { [controller] user, room, command in
@@ -117,44 +115,6 @@ public final class Bridge: Sendable {
 
     /// The port the HTTP server listens on (useful when `http.port` is 0).
     public var httpPort: Int { http.port }
-
-    /// Sessions in the database; tokens are stored only as hashes. Storage failures are logged
-    /// and answered as 500 by the routes.
-    static func sessionServices(_ sessions: SessionStore, ttl: Double, events: EventHub, logger: Logger)
-        -> SessionServices
-    {
-        SessionServices(
-            create: { userID in
-                let token = SessionToken.generate()
-                let now = Date()
-                do {
-                    try sessions.create(tokenHash: SessionToken.hash(token), userID: userID, now: now,
-                                        expiresAt: now.addingTimeInterval(ttl))
-                } catch {
-                    logger.error("cannot store a session", ["error": "\(error)"])
-                    throw error
-                }
-                return token
-            },
-            resolve: { token in
-                do {
-                    return try sessions.userID(tokenHash: SessionToken.hash(token), now: Date())
-                } catch {
-                    logger.error("cannot read sessions", ["error": "\(error)"])
-                    throw error
-                }
-            },
-            revoke: { token in
-                do {
-                    try sessions.revoke(tokenHash: SessionToken.hash(token))
-                    events.close(tokenHash: SessionToken.hash(token))
-                } catch {
-                    logger.error("cannot revoke a session", ["error": "\(error)"])
-                    throw error
-                }
-            }
-        )
-    }
 
     static func mqttConfiguration(_ configuration: BridgeConfiguration, broker: BrokerURL,
                                   logger: Logger? = nil) throws -> MQTTConfiguration {
@@ -264,7 +224,7 @@ public final class Bridge: Sendable {
             // QoS 0: mosquitto queues at most max_queued_messages (default 1,000) QoS 1 messages per
             // client and drops the rest, which a subscription to every room's retained state
             // exceeds at once; QoS 0 is not capped, and a lost message is replaced by the next one.
-            for filter in controller.topics.mirrorFilters {
+            for filter in controller.topics.mirrorFilters + [controller.topics.revokedSessionFilter] {
                 try mqtt.subscribe(filter, qos: 0)
             }
             try mqtt.subscribe(controller.topics.bridgeState, qos: configuration.mqtt.qos)

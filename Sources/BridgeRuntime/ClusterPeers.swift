@@ -11,20 +11,27 @@ import Synchronization
 /// restarting). `<base>/bridge/state` means "some instance is online": a second, idle connection
 /// per instance has `offline` there as its will, and any instance still running answers such an
 /// `offline` with `online` again, so only the last instance to die leaves it `offline`.
+///
+/// A logout on one instance is published retained on `<base>/bridge/revoked/<id>` until the token
+/// expires; every instance (one that was down at the time included, when it subscribes) refuses
+/// the token from then on.
 final class ClusterPeers: Sendable {
     private let membership: ClusterMembership
     private let topics: Topics
     private let controller: HomeController
+    private let sessions: SessionService
     private let logger: Logger
     private let presence: MQTTClient
     /// Instances other than this one last seen `online`.
     private let online = Mutex<Set<Int>>([])
     private let stopping = Atomic<Bool>(false)
 
-    init(configuration: BridgeConfiguration, broker: BrokerURL, controller: HomeController, logger: Logger) throws {
+    init(configuration: BridgeConfiguration, broker: BrokerURL, controller: HomeController, sessions: SessionService,
+         logger: Logger) throws {
         membership = configuration.cluster.membership
         topics = controller.topics
         self.controller = controller
+        self.sessions = sessions
         self.logger = logger
         var presenceConfiguration = try Bridge.mqttConfiguration(configuration, broker: broker, logger: logger)
         presenceConfiguration.clientID = configuration.clientID + "-presence"
@@ -32,6 +39,9 @@ final class ClusterPeers: Sendable {
                                            retain: true)
         presenceConfiguration.cleanSession = true
         presence = try MQTTClient(configuration: presenceConfiguration)
+        sessions.onRevoke { [controller] revocation in
+            controller.publish(controller.topics.revokedSession(revocation.id), String(revocation.expiresAt))
+        }
     }
 
     /// Connects the presence connection (it only holds the will; it never publishes).
@@ -63,6 +73,10 @@ final class ClusterPeers: Sendable {
             }
             return true
         }
+        if let id = topics.parseRevokedSession(message.topic) {
+            revoke(id: id, message: message)
+            return true
+        }
         guard let instance = topics.parseInstanceState(message.topic) else { return false }
         // Our own state: we publish `online` at every connect, which replaces an old `offline`.
         guard instance != membership.index else { return true }
@@ -90,5 +104,26 @@ final class ClusterPeers: Sendable {
                         ["instance": String(instance), "rooms": String(rooms)])
         }
         return true
+    }
+
+    /// A logout another instance (or this one) published: refused here too; once the token has
+    /// expired the retained message is cleared, so the broker doesn't collect them forever.
+    private func revoke(id: String, message: MQTTMessage) {
+        guard !message.payload.isEmpty else { return }
+        guard let expiresAt = Int64(message.text) else {
+            logger.warning("ignored a session revocation without an expiry", ["topic": message.topic])
+            return
+        }
+        if Double(expiresAt) <= Date().timeIntervalSince1970 {
+            controller.publish(message.topic, "")
+            return
+        }
+        do {
+            if try sessions.revokeRemote(id: id, expiresAt: expiresAt) {
+                logger.info("session revoked by another instance", ["session": String(id.prefix(8))])
+            }
+        } catch {
+            logger.error("cannot store a session revocation", ["error": error.description])
+        }
     }
 }

@@ -8,21 +8,22 @@ import Synchronization
 final class EventHub: Sendable {
     private struct Stream {
         var sink: any HTTPStreamSink
-        /// The hash of the token that opened it, so logging out ends it.
-        var tokenHash: String
+        /// The id of the session whose token opened it, so revoking the session (here or on another
+        /// instance) ends it.
+        var session: String
     }
 
     private let streams = Mutex<[String: [Stream]]>([:])
 
     /// Adds a client's stream for a user.
-    func open(user: String, tokenHash: String, sink: any HTTPStreamSink) {
-        streams.withLock { $0[user, default: []].append(Stream(sink: sink, tokenHash: tokenHash)) }
+    func open(user: String, session: String, sink: any HTTPStreamSink) {
+        streams.withLock { $0[user, default: []].append(Stream(sink: sink, session: session)) }
     }
 
-    /// Ends the streams a token opened (it was revoked).
-    func close(tokenHash: String) {
+    /// Ends the streams a session opened (it was revoked).
+    func close(session: String) {
         let closing = streams.withLock { current in
-            current.values.flatMap { $0 }.filter { $0.tokenHash == tokenHash }.map(\.sink)
+            current.values.flatMap { $0 }.filter { $0.session == session }.map(\.sink)
         }
         for sink in closing { sink.finish(with: []) }
         prune()

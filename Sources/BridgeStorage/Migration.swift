@@ -68,5 +68,12 @@ public struct Migration: Sendable {
             )
             """,
         ]),
+        // Signed tokens replace stored sessions (tokens issued before this version stop working):
+        // what is kept now is the signing key when there is no `cluster.secret`, and revocations.
+        Migration(version: 3, statements: [
+            "DROP TABLE sessions",
+            "CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+            "CREATE TABLE revoked_sessions (id TEXT PRIMARY KEY, expires_at INTEGER NOT NULL)",
+        ]),
     ]
 }

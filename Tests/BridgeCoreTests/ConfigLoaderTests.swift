@@ -50,7 +50,8 @@ import Testing
             "homeassistant": ["discovery": false, "prefix": "ha"] as KeyValuePairs<String, Any>,
             "scheduler": ["timezone": "Europe/Istanbul", "grace": "15m"] as KeyValuePairs<String, Any>,
             "log": ["level": "debug"] as KeyValuePairs<String, Any>,
-            "cluster": ["instances": 3, "index": 2, "secret": "s"] as KeyValuePairs<String, Any>,
+            "cluster": ["instances": 3, "index": 2, "secret": String(repeating: "k", count: 32)]
+                as KeyValuePairs<String, Any>,
             "users": Fixtures.minimalUsers,
         ]).get()
         #expect(config.mqtt.url == BrokerURL(host: "broker", port: 1884, tls: false))
@@ -63,6 +64,21 @@ import Testing
         #expect(config.homeAssistant.prefix == "ha")
         #expect(config.cluster.index == 2)
         #expect(config.log.level == .debug)
+    }
+
+    @Test func theClusterSecretIsLongAndRequiredForSeveralInstances() throws {
+        let short = issues(["cluster": ["secret": "too-short"] as KeyValuePairs<String, Any>,
+                            "users": Fixtures.minimalUsers])
+        #expect(short.map(\.path) == ["cluster.secret"])
+        #expect(short.first?.message.contains("at least 32 characters") == true, "\(short)")
+        let missing = issues(["users": Fixtures.minimalUsers], environment: ["SMARTHOME_CLUSTER_INSTANCES": "2"])
+        #expect(missing.map(\.path) == ["cluster.secret"])
+        #expect(missing.first?.message.contains("required") == true, "\(missing)")
+        let secret = String(repeating: "x", count: 32)
+        let two = try load(["users": Fixtures.minimalUsers],
+                           environment: ["SMARTHOME_CLUSTER_INSTANCES": "2", "SMARTHOME_CLUSTER_SECRET": secret]).get()
+        #expect(two.cluster.secret == secret)
+        #expect(try load(["users": Fixtures.minimalUsers]).get().cluster.secret == nil, "one instance needs none")
     }
 
     @Test func environmentOverridesTheFile() throws {

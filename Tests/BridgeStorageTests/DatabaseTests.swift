@@ -13,7 +13,9 @@ import Testing
         #expect(database.schemaVersion == Migration.all.last?.version)
         #expect(try database.query("PRAGMA journal_mode").first?.first?.text == "wal")
         let tables = try database.query("SELECT name FROM sqlite_master WHERE type = 'table'").compactMap { $0.first?.text }
-        #expect(tables.contains("sessions"))
+        #expect(tables.contains("revoked_sessions"))
+        #expect(tables.contains("settings"))
+        #expect(!tables.contains("sessions"), "stored sessions gave way to signed tokens")
     }
 
     @Test func migrationsRunOnceAndOnlyForward() throws {
@@ -35,38 +37,40 @@ import Testing
 
     @Test func boundParametersAreNeverSQL() throws {
         let database = try Database(path: path)
-        let sessions = SessionStore(database: database)
-        let evil = "x'); DROP TABLE sessions; --"
-        try sessions.create(tokenHash: evil, userID: "1", now: Date(), expiresAt: Date().addingTimeInterval(60))
-        #expect(try sessions.userID(tokenHash: evil, now: Date()) == "1")
-        #expect(try database.query("SELECT count(*) FROM sessions").first?.first?.integer == 1)
+        let revocations = RevocationStore(database: database)
+        let evil = "x'); DROP TABLE revoked_sessions; --"
+        try revocations.add(id: evil, expiresAt: 100)
+        #expect(try revocations.live(now: 0).map(\.id) == [evil])
+        #expect(try database.query("SELECT count(*) FROM revoked_sessions").first?.first?.integer == 1)
     }
 
-    @Test func sessionsExpireAndAreRevoked() throws {
-        let sessions = SessionStore(database: try Database(path: path))
-        let now = Date()
-        try sessions.create(tokenHash: "a", userID: "1", now: now, expiresAt: now.addingTimeInterval(10))
-        try sessions.create(tokenHash: "b", userID: "2", now: now, expiresAt: now.addingTimeInterval(10))
-        #expect(try sessions.userID(tokenHash: "a", now: now) == "1")
-        #expect(try sessions.userID(tokenHash: "a", now: now.addingTimeInterval(11)) == nil)
-        #expect(try sessions.revoke(tokenHash: "b"))
-        #expect(try !sessions.revoke(tokenHash: "b"))
-        #expect(try sessions.userID(tokenHash: "b", now: now) == nil)
-        #expect(try sessions.purgeExpired(now: now.addingTimeInterval(11)) == 1)
-        #expect(throws: StorageError.self) {
-            try sessions.create(tokenHash: "a2", userID: "1", now: now, expiresAt: now)
-            try sessions.create(tokenHash: "a2", userID: "1", now: now, expiresAt: now)  // duplicate key
-        }
+    @Test func revocationsLastUntilTheirTokensExpire() throws {
+        let revocations = RevocationStore(database: try Database(path: path))
+        try revocations.add(id: "a", expiresAt: 100)
+        try revocations.add(id: "b", expiresAt: 200)
+        try revocations.add(id: "b", expiresAt: 200)  // revoking twice is not an error
+        #expect(try revocations.live(now: 99).map(\.id).sorted() == ["a", "b"])
+        #expect(try revocations.live(now: 100).map(\.id) == ["b"])
+        #expect(try revocations.purgeExpired(now: 100) == 1)
+        let reopened = RevocationStore(database: try Database(path: path))
+        #expect(try reopened.live(now: 0).map(\.expiresAt) == [200])
     }
 
-    @Test func sessionsSurviveReopening() throws {
-        let now = Date()
-        do {
-            let sessions = SessionStore(database: try Database(path: path))
-            try sessions.create(tokenHash: "kept", userID: "1", now: now, expiresAt: now.addingTimeInterval(60))
-        }
-        let reopened = SessionStore(database: try Database(path: path))
-        #expect(try reopened.userID(tokenHash: "kept", now: now) == "1")
+    @Test func aSettingIsWrittenOnceAndKept() throws {
+        let settings = SettingsStore(database: try Database(path: path))
+        #expect(try settings.value(of: "k") == nil)
+        #expect(try settings.value(of: "k", orInsert: { "first" }) == "first")
+        #expect(try settings.value(of: "k", orInsert: { "second" }) == "first")
+        #expect(try SettingsStore(database: try Database(path: path)).value(of: "k") == "first")
+    }
+
+    @Test func upgradingDropsStoredSessions() throws {
+        let before = Array(Migration.all.prefix { $0.version < 3 })
+        let old = try Database(path: path, migrations: before)
+        try old.execute("INSERT INTO sessions VALUES ('h', '1', 0, 1e12)")
+        let upgraded = try Database(path: path)
+        #expect(upgraded.schemaVersion == 3)
+        #expect(try upgraded.query("SELECT name FROM sqlite_master WHERE name = 'sessions'").isEmpty)
     }
 
     @Test func aFileThatIsNotADatabaseIsAClearError() throws {

@@ -126,7 +126,7 @@ struct ClusterTests {
             let username = user == "1" ? "Cemalettin" : "user\(user)"
             for (loginIndex, loginBridge) in bridges.enumerated() {
                 let token = try await APITests.token(loginBridge.httpPort, username, "12345")
-                for (index, bridge) in bridges.enumerated() where index == loginIndex {
+                for (index, bridge) in bridges.enumerated() {
                     let rooms = try await HTTP.send(bridge.httpPort, "/api/v1/rooms", method: "GET", token: token)
                     #expect(rooms.status == 200, "token from \(loginIndex) on \(index): \(rooms.status)")
                     let kitchen = try await HTTP.send(bridge.httpPort, "/api/v1/rooms/kitchen", method: "GET",
@@ -137,6 +137,22 @@ struct ClusterTests {
             }
             let legacy = try await HTTP.get(bridges[2].httpPort, "/login/\(username)/12345")
             #expect(Self.json(legacy)?["userID"] as? String == user)
+        }
+
+        // Logging out on one instance ends the token on all of them.
+        let token = try await APITests.token(bridges[1].httpPort, "Mehmet", "123456")
+        for bridge in bridges {
+            #expect(try await HTTP.send(bridge.httpPort, "/api/v1/rooms", method: "GET", token: token).status == 200)
+        }
+        #expect(try await HTTP.send(bridges[1].httpPort, "/api/v1/logout", method: "POST", token: token).status == 204)
+        for (index, bridge) in bridges.enumerated() {
+            var status = 0
+            for _ in 0..<50 {
+                status = try await HTTP.send(bridge.httpPort, "/api/v1/rooms", method: "GET", token: token).status
+                if status == 401 { break }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            #expect(status == 401, "instance \(index) still takes a token logged out on instance 1")
         }
     }
 

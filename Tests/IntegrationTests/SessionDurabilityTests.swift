@@ -2,7 +2,8 @@ import BridgeStorage
 import Foundation
 import Testing
 
-/// Sessions in SQLite survive the bridge being killed while it writes them.
+/// Tokens survive the bridge being killed mid-login: the signing key they depend on is made and
+/// stored in SQLite before the bridge listens, and a kill at any point never loses or changes it.
 @Suite(.timeLimit(.minutes(5)))
 struct SessionDurabilityTests {
     static let kills = 50

@@ -1,0 +1,155 @@
+import BridgeCore
+import BridgeCrypto
+import BridgeStorage
+import Foundation
+import Synchronization
+
+/// API sessions as signed tokens: any instance with the same key accepts a token, whichever issued
+/// it, so a load balancer can send a user anywhere. The key comes from `cluster.secret`, or without
+/// one from a random key kept in the database. Logging out records a revocation (id and expiry) in
+/// the database and in memory; checking a token reads only memory.
+public final class SessionService: Sendable {
+    /// Told of every logout on this instance, so the runtime can pass it to the other instances.
+    public typealias RevocationHandler = @Sendable (SessionRevocation) -> Void
+
+    /// The `settings` key of the generated signing key, used only without `cluster.secret`.
+    static let keySetting = "session_key"
+
+    private let signer: SessionSigner
+    private let ttl: Double
+    private let store: RevocationStore
+    private let revoked: Mutex<RevokedSessions>
+    private let handler = Mutex<RevocationHandler?>(nil)
+    private let closeStreams: @Sendable (_ sessionID: String) -> Void
+    private let logger: Logger
+    private let now: @Sendable () -> Date
+
+    /// Loads the revocations still in force, deleting the expired ones.
+    /// - Parameters:
+    ///   - ttl: seconds a new token lives (rounded up to a whole second).
+    ///   - closeStreams: ends the event streams a revoked session opened.
+    ///   - now: the wall clock, which expiries are in.
+    public init(
+        signer: SessionSigner, ttl: Double, database: Database, logger: Logger,
+        closeStreams: @escaping @Sendable (_ sessionID: String) -> Void = { _ in },
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) throws(StorageError) {
+        self.signer = signer
+        self.ttl = ttl
+        self.logger = logger
+        self.closeStreams = closeStreams
+        self.now = now
+        store = RevocationStore(database: database)
+        let seconds = Int64(now().timeIntervalSince1970)
+        let purged = try store.purgeExpired(now: seconds)
+        if purged > 0 { logger.info("removed expired session revocations", ["count": String(purged)]) }
+        var list = RevokedSessions()
+        for entry in try store.live(now: seconds) {
+            list.insert(SessionRevocation(id: entry.id, expiresAt: entry.expiresAt), now: Double(seconds))
+        }
+        revoked = Mutex(list)
+    }
+
+    convenience init(configuration: BridgeConfiguration, database: Database, events: EventHub,
+                     logger: Logger) throws {
+        let signer = try SessionService.signer(secret: configuration.cluster.secret, database: database)
+        try self.init(signer: signer, ttl: configuration.http.sessionTTL, database: database, logger: logger,
+                      closeStreams: { session in events.close(session: session) })
+    }
+
+    /// The key from `secret` when there is one; otherwise this database's key, made on first use
+    /// (so that tokens outlive restarts of a single instance).
+    public static func signer(secret: String?, database: Database) throws -> SessionSigner {
+        if let secret { return SessionSigner(secret: secret) }
+        let text = try SettingsStore(database: database).value(of: keySetting) {
+            SessionClaims.hex(SessionSigner.randomKey())
+        }
+        guard let key = SessionService.bytes(hex: text), let signer = SessionSigner(key: key) else {
+            throw RuntimeError("the session key in \(database.path) is damaged (settings.\(keySetting))")
+        }
+        return signer
+    }
+
+    /// What the routes call.
+    public var services: SessionServices {
+        SessionServices(
+            create: { [self] userID in issue(userID: userID) },
+            resolve: { [self] token in userID(of: token) },
+            revoke: { [self] token in try revoke(token: token) }
+        )
+    }
+
+    /// Sets the handler told of each logout made on this instance (not of `revokeRemote` calls).
+    /// It runs on the logout request's thread after the revocation is stored, so it should hand the
+    /// revocation off (e.g. queue an MQTT publish) rather than wait.
+    public func onRevoke(_ handler: @escaping RevocationHandler) {
+        self.handler.withLock { $0 = handler }
+    }
+
+    /// Records a revocation made on another instance: the token stops working here too, and its
+    /// event streams here end.
+    /// - Returns: whether it was news (false for a repeat, an expired token or a malformed id).
+    @discardableResult
+    public func revokeRemote(id: String, expiresAt: Int64) throws(StorageError) -> Bool {
+        let revocation = SessionRevocation(id: id, expiresAt: expiresAt)
+        guard revocation.hasValidID, Double(expiresAt) > now().timeIntervalSince1970 else { return false }
+        guard !revoked.withLock({ $0.contains(id: id) }) else { return false }
+        try record(revocation)
+        return true
+    }
+
+    /// The id of a valid token's session: what event streams are filed under.
+    func sessionID(of token: String) -> String? {
+        claims(of: token)?.idText
+    }
+
+    private func issue(userID: String) -> String {
+        let expiry = Int64((now().timeIntervalSince1970 + ttl).rounded(.up))
+        let claims = SessionClaims(id: SessionToken.randomBytes(SessionClaims.idBytes), userID: userID,
+                                   expiresAt: expiry)
+        return signer.sign(claims.payload)
+    }
+
+    private func userID(of token: String) -> String? {
+        guard let claims = claims(of: token), !claims.isExpired(atUnixSeconds: now().timeIntervalSince1970),
+              !revoked.withLock({ $0.contains(id: claims.idText) }) else { return nil }
+        return claims.userID
+    }
+
+    private func revoke(token: String) throws {
+        // The route has just resolved the token; one that no longer checks out has nothing to end.
+        guard let claims = claims(of: token) else { return }
+        let revocation = SessionRevocation(id: claims.idText, expiresAt: claims.expiresAt)
+        do {
+            try record(revocation)
+        } catch {
+            logger.error("cannot store a session revocation", ["error": "\(error)"])
+            throw error
+        }
+        handler.withLock { $0 }?(revocation)
+    }
+
+    /// Stored first, so a revocation answered with 204 survives a crash; then in memory.
+    private func record(_ revocation: SessionRevocation) throws(StorageError) {
+        try store.add(id: revocation.id, expiresAt: revocation.expiresAt)
+        revoked.withLock { _ = $0.insert(revocation, now: now().timeIntervalSince1970) }
+        closeStreams(revocation.id)
+    }
+
+    private func claims(of token: String) -> SessionClaims? {
+        signer.verify(token).flatMap(SessionClaims.init(payload:))
+    }
+
+    private static func bytes(hex text: String) -> [UInt8]? {
+        let digits = Array(text.utf8)
+        guard digits.count.isMultiple(of: 2) else { return nil }
+        var bytes: [UInt8] = []
+        for index in stride(from: 0, to: digits.count, by: 2) {
+            guard let byte = UInt8(String(decoding: digits[index...index + 1], as: UTF8.self), radix: 16) else {
+                return nil
+            }
+            bytes.append(byte)
+        }
+        return bytes
+    }
+}

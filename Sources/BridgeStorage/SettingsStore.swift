@@ -1,0 +1,25 @@
+import CSQLite
+
+/// Small named values the bridge generates once and must find again after a restart.
+public struct SettingsStore: Sendable {
+    private let database: Database
+
+    public init(database: Database) {
+        self.database = database
+    }
+
+    /// The stored value of `key`, storing `make()` first if there is none. Atomic: bridges opening
+    /// the same file at once all get the one value that won.
+    public func value(of key: String, orInsert make: () -> String) throws(StorageError) -> String {
+        if let existing = try value(of: key) { return existing }
+        try database.execute("INSERT OR IGNORE INTO settings (key, value) VALUES (?, ?)", [.text(key), .text(make())])
+        guard let stored = try value(of: key) else {
+            throw StorageError("read setting \(key)", code: SQLITE_ERROR, message: "missing right after it was written")
+        }
+        return stored
+    }
+
+    public func value(of key: String) throws(StorageError) -> String? {
+        try database.query("SELECT value FROM settings WHERE key = ?", [.text(key)]).first?.first?.text
+    }
+}
