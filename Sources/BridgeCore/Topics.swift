@@ -84,6 +84,21 @@ public struct Topics: Sendable, Equatable {
         return id.isEmpty || id.contains("/") ? nil : String(id)
     }
 
+    /// `<base>/bridge/alarms/<user>/<uuid>`: a cluster's copy of one alarm, retained (the alarm's
+    /// JSON, or `deleted`), so every instance's database holds every alarm.
+    public func alarm(user: String, uuid: String) -> String { "\(base)/bridge/alarms/\(user)/\(uuid)" }
+
+    public var alarmFilter: String { "\(base)/bridge/alarms/+/+" }
+
+    /// The user and uuid an alarm topic names, or `nil` for any other topic.
+    public func parseAlarmTopic(_ topic: String) -> (user: String, uuid: String)? {
+        let prefix = base + "/bridge/alarms/"
+        guard topic.hasPrefix(prefix) else { return nil }
+        let rest = topic.dropFirst(prefix.count).split(separator: "/", omittingEmptySubsequences: false)
+        guard rest.count == 2, rest.allSatisfy({ !$0.isEmpty }) else { return nil }
+        return (String(rest[0]), String(rest[1]))
+    }
+
     /// `<base>/bridge/info`: JSON describing this bridge, retained.
     public var bridgeInfo: String { "\(base)/bridge/info" }
 

@@ -10,9 +10,13 @@ final class AlarmScheduler: Sendable {
     private let schedule: AlarmSchedule
     private let controller: HomeController
     private let logger: Logger
+    /// Cluster: where a one-shot alarm's disabling after it fired is passed on.
+    private let replication: AlarmReplication?
 
-    init(store: AlarmStore, schedule: AlarmSchedule, controller: HomeController, logger: Logger) {
+    init(store: AlarmStore, schedule: AlarmSchedule, controller: HomeController, replication: AlarmReplication? = nil,
+         logger: Logger) {
         self.store = store
+        self.replication = replication
         self.schedule = schedule
         self.controller = controller
         self.logger = logger
@@ -27,7 +31,8 @@ final class AlarmScheduler: Sendable {
             logger.error("cannot read alarms", ["error": error.description])
             return
         }
-        for (alarm, handledThrough) in due {
+        // In a cluster every instance stores every alarm; only the user's owner fires it.
+        for (alarm, handledThrough) in due where controller.membership.owns(alarm.userID) {
             switch schedule.decide(alarm, now: now, handledThrough: handledThrough) {
             case .wait:
                 continue
@@ -47,6 +52,11 @@ final class AlarmScheduler: Sendable {
         do {
             try store.recordFiring(uuid: alarm.uuid, occurrence: occurrence, firedAt: now, skipped: skipped,
                                    disable: alarm.repeats == .never)
+            if alarm.repeats == .never {
+                var disabled = alarm
+                disabled.isEnabled = false
+                replication?.changed(disabled)
+            }
         } catch {
             logger.error("cannot record an alarm firing", ["alarm": alarm.uuid, "error": error.description])
         }

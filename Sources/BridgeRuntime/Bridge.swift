@@ -24,6 +24,8 @@ public final class Bridge: Sendable {
     /// Cluster only: which instances are online, and the connection whose last will keeps
     /// `<base>/bridge/state` honest when the last instance dies.
     private let peers: ClusterPeers?
+    /// Cluster only: every alarm on every instance.
+    private let replication: AlarmReplication?
     private let brokerAddress: String
     private let startedAt = Date()
 
@@ -62,7 +64,12 @@ public final class Bridge: Sendable {
             grace: configuration.scheduler.grace
         )
         let alarms = AlarmStore(database: database)
-        scheduler = AlarmScheduler(store: alarms, schedule: schedule, controller: controller, logger: logger)
+        let replication = configuration.cluster.instances > 1
+            ? AlarmReplication(store: alarms, controller: controller, logger: logger)
+            : nil
+        self.replication = replication
+        scheduler = AlarmScheduler(store: alarms, schedule: schedule, controller: controller, replication: replication,
+                                   logger: logger)
         var dashboard: (@Sendable (String) -> HTTPResponse?)?
         if let files = StaticFiles(root: configuration.http.webRoot) {
             dashboard = { path in files.response(for: path) }
@@ -80,7 +87,7 @@ public final class Bridge: Sendable {
                 now: { Date().timeIntervalSinceReferenceDate }
             ),
             sessions: sessions.services,
-            alarms: DatabaseAlarms(store: alarms),
+            alarms: DatabaseAlarms(store: alarms, replication: replication),
             history: DatabaseHistory(store: history),
             schedule: schedule,
             openEvents: { [controller] user, token, sink in
@@ -224,7 +231,8 @@ public final class Bridge: Sendable {
             // QoS 0: mosquitto queues at most max_queued_messages (default 1,000) QoS 1 messages per
             // client and drops the rest, which a subscription to every room's retained state
             // exceeds at once; QoS 0 is not capped, and a lost message is replaced by the next one.
-            for filter in controller.topics.mirrorFilters + [controller.topics.revokedSessionFilter] {
+            for filter in controller.topics.mirrorFilters
+                + [controller.topics.revokedSessionFilter, controller.topics.alarmFilter] {
                 try mqtt.subscribe(filter, qos: 0)
             }
             try mqtt.subscribe(controller.topics.bridgeState, qos: configuration.mqtt.qos)
@@ -373,7 +381,9 @@ public final class Bridge: Sendable {
                     homeAssistantStatus(message)
                     continue
                 }
-                if let peers, peers.handle(message) || controller.mirror(message) { continue }
+                if let peers, peers.handle(message) || replication?.handle(message) == true || controller.mirror(message) {
+                    continue
+                }
                 controller.handleCommand(message)
             }
         }

@@ -2,15 +2,31 @@ import BridgeCore
 import BridgeStorage
 import Foundation
 
-/// The API's alarm repository, backed by the database.
+/// The API's alarm repository, backed by the database; in a cluster, every change is also passed
+/// on to the other instances.
 struct DatabaseAlarms: AlarmRepository {
     let store: AlarmStore
+    var replication: AlarmReplication? = nil
 
     func alarms(userID: String) throws -> [Alarm] { try store.alarms(userID: userID) }
     func alarm(uuid: String, userID: String) throws -> Alarm? { try store.alarm(uuid: uuid, userID: userID) }
-    func create(_ alarm: Alarm) throws { try store.insert(alarm, now: Date()) }
-    func update(_ alarm: Alarm) throws -> Bool { try store.update(alarm, now: Date()) }
-    func delete(uuid: String, userID: String) throws -> Bool { try store.delete(uuid: uuid, userID: userID) }
+
+    func create(_ alarm: Alarm) throws {
+        try store.insert(alarm, now: Date())
+        replication?.changed(alarm)
+    }
+
+    func update(_ alarm: Alarm) throws -> Bool {
+        guard try store.update(alarm, now: Date()) else { return false }
+        replication?.changed(alarm)
+        return true
+    }
+
+    func delete(uuid: String, userID: String) throws -> Bool {
+        guard try store.delete(uuid: uuid, userID: userID) else { return false }
+        replication?.deleted(uuid: uuid, userID: userID)
+        return true
+    }
 }
 
 /// The API's history repository, backed by the database.

@@ -33,7 +33,8 @@ struct ClusterTests {
 
     /// Starts instance `index`. The source ticks once an hour, so each reading is published once
     /// per connection: a second publisher of any topic would show as a second message.
-    static func start(_ index: Int, broker: TestBroker, storagePath: String? = nil) async throws -> BridgeProcess {
+    static func start(_ index: Int, broker: TestBroker, storagePath: String? = nil, discovery: Bool = false,
+                      extraUsers: String = extraUsers) async throws -> BridgeProcess {
         try await BridgeProcess(
             broker: broker,
             settings: "http:\n  legacy_routes: true\nsource:\n  interval: 3600\n  seed: \(index + 1)\n",
@@ -42,7 +43,7 @@ struct ClusterTests {
                           "SMARTHOME_CLUSTER_INDEX": String(index),
                           "SMARTHOME_CLUSTER_SECRET": secret,
                           "SMARTHOME_CLUSTER_COMMAND_TIMEOUT": "2",
-                          "SMARTHOME_HOMEASSISTANT_DISCOVERY": "false"]
+                          "SMARTHOME_HOMEASSISTANT_DISCOVERY": discovery ? "true" : "false"]
         )
     }
 
@@ -168,6 +169,9 @@ struct ClusterTests {
         watcher.clear()
 
         let token = try await APITests.token(bridges[0].httpPort, "user\(user)", "12345")
+        // A live event stream on an instance that does not own the user sees the change too.
+        let stream = try EventStreamTests.EventStreamClient(port: bridges[1].httpPort, token: token)
+        #expect(stream.waitFor("retry: 3000"))
         let reply = try await HTTP.send(bridges[0].httpPort, "/api/v1/rooms/kitchen/lights", method: "POST",
                                         body: Data(#"{"state":"TOGGLE"}"#.utf8), token: token)
         #expect(reply.status == 200, "\(reply.text)")
@@ -181,6 +185,7 @@ struct ClusterTests {
         #expect(commands.map(\.text) == ["ON"], "relayed once, as an explicit ON (a TOGGLE could be redelivered)")
         #expect(states.map(\.text) == ["ON"], "applied once")
         #expect(bridges[2].log.contains("light switched"), "the owner applied it")
+        #expect(stream.waitFor(#""room":"kitchen","sensor":"lights","value":"ON""#), "\(stream.text.suffix(300))")
         #expect(!bridges[0].log.contains("light switched") && !bridges[1].log.contains("light switched"))
         // Every instance now serves the new state.
         for bridge in bridges {
@@ -196,6 +201,92 @@ struct ClusterTests {
         #expect(timedOut.status == 504)
         #expect(((Self.json(timedOut)?["error"] as? [String: Any])?["message"] as? String)?.contains("did not confirm")
             == true, "\(timedOut.text)")
+    }
+
+    @Test func alarmsAreOnEveryInstanceAndFireOnceOnTheOwner() async throws {
+        let broker = try await TestBroker()
+        var bridges: [BridgeProcess] = []
+        for index in 0..<Self.instances { bridges.append(try await Self.start(index, broker: broker)) }
+        defer { for bridge in bridges { bridge.signal(SIGTERM); _ = bridge.waitForExit(timeout: 5) } }
+        let user = try #require(Self.userIDs.first { Self.membership.owner(of: $0) == 2 && $0.hasPrefix("u") })
+        let watcher = try await TestSubscriber(broker: broker.port, subscribe: ["smarthome/\(user)/#"], name: "watcher")
+        let token = try await APITests.token(bridges[0].httpPort, "user\(user)", "12345")
+        let list = { (bridge: BridgeProcess) async throws -> [[String: Any]] in
+            let reply = try await HTTP.send(bridge.httpPort, "/api/v1/alarms", method: "GET", token: token)
+            return Self.json(reply)?["alarms"] as? [[String: Any]] ?? []
+        }
+
+        // Created on instance 0, for a user instance 2 owns, due in a few seconds.
+        let due = Date.ISO8601FormatStyle().format(Date().addingTimeInterval(4))
+        let body = #"{"title":"Lights on","fireDate":"\#(due)","repeats":"never","action":{"room":"kitchen","lights":"ON"}}"#
+        let created = try await HTTP.send(bridges[0].httpPort, "/api/v1/alarms", method: "POST",
+                                          body: Data(body.utf8), token: token)
+        #expect(created.status == 201, "\(created.text)")
+        let uuid = try #require(Self.json(created)?["uuid"] as? String)
+        for (index, bridge) in bridges.enumerated() {
+            var found: [[String: Any]] = []
+            for _ in 0..<50 where found.isEmpty {
+                found = try await list(bridge).filter { $0["uuid"] as? String == uuid }
+                if found.isEmpty { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            #expect(found.first?["title"] as? String == "Lights on", "instance \(index) does not list the alarm")
+        }
+
+        // It fires once, on the owner, and its action switches the light once.
+        try await watcher.waitFor(timeout: 15) { $0.topic == "smarthome/\(user)/events" && $0.text.contains(uuid) }
+        try await watcher.waitFor("smarthome/\(user)/kitchen/lights", payload: "ON")
+        try await Task.sleep(for: .seconds(2))
+        #expect(watcher.messages.filter { $0.topic == "smarthome/\(user)/events" && $0.text.contains(uuid) }.count == 1)
+        #expect(watcher.messages.filter { $0.topic == "smarthome/\(user)/kitchen/lights" && $0.text == "ON" }.count == 1)
+        #expect(bridges[2].log.contains("alarm fired"))
+        #expect(!bridges[0].log.contains("alarm fired") && !bridges[1].log.contains("alarm fired"))
+        // The one-shot is now off everywhere.
+        for bridge in bridges {
+            let alarm = try await list(bridge).first { $0["uuid"] as? String == uuid }
+            #expect(alarm?["isEnabled"] as? Bool == false)
+        }
+
+        // Deleted on instance 1: gone from every instance.
+        let deleted = try await HTTP.send(bridges[1].httpPort, "/api/v1/alarms/\(uuid)", method: "DELETE", token: token)
+        #expect(deleted.status == 204)
+        for (index, bridge) in bridges.enumerated() {
+            var remaining = 1
+            for _ in 0..<50 where remaining > 0 {
+                remaining = try await list(bridge).filter { $0["uuid"] as? String == uuid }.count
+                if remaining > 0 { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            #expect(remaining == 0, "instance \(index) still lists a deleted alarm")
+        }
+    }
+
+    @Test func eachRoomIsAnnouncedToHomeAssistantByItsOwnerOnly() async throws {
+        let broker = try await TestBroker()
+        let watcher = try await TestSubscriber(broker: broker.port, subscribe: ["homeassistant/#"], name: "watcher")
+        // 20 generated users keep this under mosquitto's 1,000 queued messages for the watcher.
+        let users = Self.extraUsers.components(separatedBy: "  - id:").prefix(21).joined(separator: "  - id:")
+        var bridges: [BridgeProcess] = []
+        for index in 0..<Self.instances {
+            bridges.append(try await Self.start(index, broker: broker, discovery: true, extraUsers: users))
+        }
+        defer { for bridge in bridges { bridge.signal(SIGTERM); _ = bridge.waitForExit(timeout: 5) } }
+        // Demo: 16 rooms × 4 sensors; generated: 20 × 2 rooms × 4 sensors; plus the bridge's own.
+        let expected = 16 * 4 + 20 * 2 * 4 + 1
+        #expect(await eventually(timeout: 15) { Set(watcher.messages.map(\.topic)).count >= expected })
+        // Past the stale-config sweep (2 s after each start): no instance clears another's configs.
+        try await Task.sleep(for: .seconds(3))
+        var configs: [String: Int] = [:]
+        for message in watcher.messages where message.topic.hasSuffix("/config") {
+            #expect(!message.payload.isEmpty, "an instance cleared \(message.topic)")
+            configs[message.topic, default: 0] += 1
+        }
+        #expect(configs.count == expected)
+        let bridgeDevice = configs.keys.filter { $0.contains("_bridge/") }
+        #expect(bridgeDevice.count == 1)
+        let repeated = configs.filter { $0.value != 1 && !bridgeDevice.contains($0.key) }
+        #expect(repeated.isEmpty, "announced by more than one instance: \(repeated.prefix(3))")
+        // Each entity depends on its room's availability too, which the owner's death turns off.
+        let kitchen = try #require(watcher.messages.first { $0.topic == "homeassistant/sensor/smarthome_u001_kitchen/temperature/config" })
+        #expect(kitchen.text.contains("smarthome/u001/kitchen/availability"), "\(kitchen.text)")
     }
 
     @Test func aKilledInstanceTakesOnlyItsOwnRoomsOffline() async throws {

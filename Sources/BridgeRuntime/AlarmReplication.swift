@@ -1,0 +1,71 @@
+import BridgeCore
+import BridgeMQTT
+import BridgeStorage
+import Foundation
+
+/// Cluster (issue #11): every instance keeps every alarm, so any instance answers the alarm routes
+/// for any user, while only the user's owner fires them. A change made on one instance is
+/// published retained on `<base>/bridge/alarms/<user>/<uuid>` (a deletion as `deleted`, so an
+/// instance that was down learns of it too) and applied by every instance to its own database.
+/// Concurrent edits of one alarm end as the broker ordered them, on every instance alike.
+final class AlarmReplication: Sendable {
+    static let deleted = "deleted"
+
+    private let store: AlarmStore
+    private let controller: HomeController
+    private let logger: Logger
+
+    init(store: AlarmStore, controller: HomeController, logger: Logger) {
+        self.store = store
+        self.controller = controller
+        self.logger = logger
+    }
+
+    /// An alarm this instance created or changed.
+    func changed(_ alarm: Alarm) {
+        controller.publish(controller.topics.alarm(user: alarm.userID, uuid: alarm.uuid), alarm.json.serialized)
+    }
+
+    /// An alarm this instance deleted.
+    func deleted(uuid: String, userID: String) {
+        controller.publish(controller.topics.alarm(user: userID, uuid: uuid), Self.deleted)
+    }
+
+    /// Applies another instance's change (our own come back too, and change nothing); returns
+    /// `false` for a message on any other topic.
+    func handle(_ message: MQTTMessage) -> Bool {
+        guard let (userID, uuid) = controller.topics.parseAlarmTopic(message.topic) else { return false }
+        guard !message.payload.isEmpty else { return true }
+        guard let user = controller.store.home.user(id: userID) else {
+            logger.warning("ignored a replicated alarm of a user this config does not have", ["topic": message.topic])
+            return true
+        }
+        do {
+            let current = try store.alarm(uuid: uuid, userID: userID)
+            if message.text == Self.deleted {
+                if current != nil { _ = try store.delete(uuid: uuid, userID: userID) }
+                return true
+            }
+            let draft: AlarmDraft
+            switch AlarmDraft.parse(message.payload, rooms: user.rooms) {
+            case .success(let parsed): draft = parsed
+            case .failure(let problem):
+                logger.warning("ignored a replicated alarm that does not validate",
+                               ["topic": message.topic, "problem": problem.message])
+                return true
+            }
+            let alarm = Alarm(uuid: uuid, userID: userID, title: draft.title, fireDate: draft.fireDate,
+                              isEnabled: draft.isEnabled, repeats: draft.repeats, action: draft.action)
+            // Unchanged (our own change coming back, or a restart): leave what has been handled alone.
+            if let current, current.json.serialized == alarm.json.serialized { return true }
+            if current == nil {
+                try store.insert(alarm, now: Date())
+            } else {
+                _ = try store.update(alarm, now: Date())
+            }
+        } catch {
+            logger.error("cannot apply a replicated alarm", ["topic": message.topic, "error": error.description])
+        }
+        return true
+    }
+}
