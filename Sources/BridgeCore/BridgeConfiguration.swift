@@ -106,6 +106,8 @@ public struct BridgeConfiguration: Sendable {
         public var secret: String? = nil
         /// How long an instance waits for the owning instance to confirm a light command it relayed.
         public var commandTimeout = 5.0
+        /// How long an instance keeps following a user it does not own after the last request for it.
+        public var mirrorIdle = 600.0
 
         public static let minimumSecretLength = 32
 

@@ -20,7 +20,7 @@ public struct ConfigLoader {
         "homeassistant.discovery", "homeassistant.prefix",
         "scheduler.timezone", "scheduler.grace",
         "log.level",
-        "cluster.instances", "cluster.index", "cluster.secret", "cluster.command_timeout",
+        "cluster.instances", "cluster.index", "cluster.secret", "cluster.command_timeout", "cluster.mirror_idle",
     ]
 
     public static func environmentName(of path: String) -> String {

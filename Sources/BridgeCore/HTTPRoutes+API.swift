@@ -117,6 +117,7 @@ extension HTTPRoutes {
             return HTTPRoutes.internalError
         }
         guard let userID else { return HTTPRoutes.unauthorized }
+        prepareUser?(userID)
         return body(userID, token)
     }
 

@@ -35,6 +35,9 @@ public struct HTTPRoutes: Sendable {
     public var openEvents: EventStreamOpener
     /// The dashboard's files (`GET /` and what it loads), when there are any.
     public var staticFiles: (@Sendable (_ path: String) -> HTTPResponse?)?
+    /// Called before a route reads a user's state (cluster: fetches the state of a user another
+    /// instance owns). May block; it runs on the server's thread.
+    public var prepareUser: (@Sendable (_ userID: String) -> Void)?
 
     public init(
         legacyRoutes: Bool,
@@ -82,6 +85,7 @@ public struct HTTPRoutes: Sendable {
                                home: home())
         case _ where legacyRoutes && (segments.count == 2 || segments.count == 3) && segments[0] == "rooms":
             guard method == "GET" else { return HTTPRoutes.methodNotAllowed(allow: "GET, HEAD") }
+            if segments.count == 3 { prepareUser?(segments[1]) }
             let home = home()
             guard let user = home.user(id: segments[1]) else { return HTTPRoutes.notFound }
             guard segments.count == 3 else { return HTTPRoutes.json(SeedShapes.rooms(user)) }

@@ -36,17 +36,25 @@ public struct Home: Sendable {
     /// order first seen.
     private var extraSensors: [RoomKey: [SensorKind]] = [:]
 
+    /// Position of each user in `users` by id and by username: every reading, command and request
+    /// looks a user up, and a building can have thousands.
+    private let indexByID: [String: Int]
+    private let indexByUsername: [String: Int]
+
     public init(users: [User]) {
         self.users = users
+        // The first of duplicates wins, as a linear search would (the config loader refuses them).
+        indexByID = Dictionary(users.enumerated().map { ($1.id, $0) }, uniquingKeysWith: { first, _ in first })
+        indexByUsername = Dictionary(users.enumerated().map { ($1.username, $0) }, uniquingKeysWith: { first, _ in first })
     }
 
     public func user(id: String) -> User? {
-        users.first { $0.id == id }
+        indexByID[id].map { users[$0] }
     }
 
     /// Usernames match exactly, as the original backend did.
     public func user(username: String) -> User? {
-        users.first { $0.username == username }
+        indexByUsername[username].map { users[$0] }
     }
 
     public func value(of sensor: SensorKind, in key: RoomKey) -> SensorValue? {

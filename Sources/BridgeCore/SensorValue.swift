@@ -40,7 +40,9 @@ public enum SensorValue: Sendable, Equatable {
     /// take any text.
     public static func parse(_ text: String, for kind: SensorKind) -> SensorValue? {
         if kind.isNumeric {
-            guard let number = Double(text.trimmingCharacters(in: .whitespaces)), number.isFinite else { return nil }
+            // Foundation's trimming only when the plain parse fails: this runs for every mirrored reading.
+            guard let number = Double(text) ?? Double(text.trimmingCharacters(in: .whitespaces)), number.isFinite
+            else { return nil }
             return .number(number)
         }
         guard let words = kind.seedWords else { return .text(text) }

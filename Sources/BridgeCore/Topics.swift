@@ -48,9 +48,13 @@ public struct Topics: Sendable, Equatable {
         return index
     }
 
-    /// What a cluster instance subscribes to so it can serve users it does not own: their readings
-    /// (`<base>/<user>/<room>/<sensor>`, retained) and their events.
-    public var mirrorFilters: [String] { ["\(base)/+/+/+", "\(base)/+/events"] }
+    /// What a cluster instance subscribes to so it can serve a user it does not own: the user's
+    /// readings (`<base>/<user>/<room>/<sensor>`, retained) and events. One user at a time rather
+    /// than `<base>/+/+/+`, so an instance does not receive its own readings back.
+    public func mirrorFilters(user: String) -> [String] { ["\(base)/\(user)/+/+", "\(base)/\(user)/events"] }
+
+    /// Every room's availability: how an instance notices an `offline` said about its own rooms.
+    public var availabilityFilter: String { "\(base)/+/+/availability" }
 
     /// The user, room and sensor of a reading's topic under this base, or `nil` for any other
     /// topic (commands, availability and the bridge's own topics included).

@@ -26,6 +26,8 @@ public final class Bridge: Sendable {
     private let peers: ClusterPeers?
     /// Cluster only: every alarm on every instance.
     private let replication: AlarmReplication?
+    /// Cluster only: the state of other instances' users, while HTTP clients ask for it.
+    private let mirrors: MirrorSubscriptions?
     private let brokerAddress: String
     private let startedAt = Date()
 
@@ -80,7 +82,12 @@ public final class Bridge: Sendable {
             ? try ClusterPeers(configuration: configuration, broker: broker, controller: controller, sessions: sessions,
                                logger: logger)
             : nil
-        let routes = HTTPRoutes(
+        let mirrors = configuration.cluster.instances > 1
+            ? MirrorSubscriptions(mqtt: mqtt, controller: controller, logger: logger,
+                                  idle: .milliseconds(Int(configuration.cluster.mirrorIdle * 1000)))
+            : nil
+        self.mirrors = mirrors
+        var routes = HTTPRoutes(
             legacyRoutes: configuration.http.legacyRoutes,
             loginGate: LoginGate(
                 verifyPassword: { password, hash in PasswordHasher.verify(password: password, userHash: hash) },
@@ -98,12 +105,16 @@ public final class Bridge: Sendable {
                 controller.commandAndWait(command, user: user, room: room, source: "api")
             }
         )
+        if let mirrors {
+            routes.prepareUser = { user in mirrors.ensure(user: user) }
+        }
+        let finalRoutes = routes
         let store = controller.store
         let mqtt = mqtt
         let brokerAddress = brokerAddress
         let startedAt = startedAt
         http = HTTPServer(configuration: Bridge.httpConfiguration(configuration.http)) { request in
-            routes.respond(
+            finalRoutes.respond(
                 to: request,
                 home: { store.home },
                 health: {
@@ -229,10 +240,10 @@ public final class Bridge: Sendable {
         }
         if let peers {
             // QoS 0: mosquitto queues at most max_queued_messages (default 1,000) QoS 1 messages per
-            // client and drops the rest, which a subscription to every room's retained state
-            // exceeds at once; QoS 0 is not capped, and a lost message is replaced by the next one.
-            for filter in controller.topics.mirrorFilters
-                + [controller.topics.revokedSessionFilter, controller.topics.alarmFilter] {
+            // client and drops the rest; QoS 0 is not capped, and these are retained or rare.
+            let topics = controller.topics
+            for filter in [topics.availabilityFilter, topics.instanceStateFilter, topics.revokedSessionFilter,
+                           topics.alarmFilter] {
                 try mqtt.subscribe(filter, qos: 0)
             }
             try mqtt.subscribe(controller.topics.bridgeState, qos: configuration.mqtt.qos)
@@ -251,6 +262,9 @@ public final class Bridge: Sendable {
             group.addTask { await self.scheduler.run() }
             group.addTask { await self.pruneHistory() }
             group.addTask { await self.controller.events.run(interval: 15) }
+            if let mirrors {
+                group.addTask { await mirrors.run() }
+            }
             if let restSource {
                 group.addTask { await restSource.run() }
             }
@@ -381,7 +395,9 @@ public final class Bridge: Sendable {
                     homeAssistantStatus(message)
                     continue
                 }
-                if let peers, peers.handle(message) || replication?.handle(message) == true || controller.mirror(message) {
+                if let peers, peers.handle(message) || replication?.handle(message) == true
+                    || mirrors?.handle(message) == true
+                {
                     continue
                 }
                 controller.handleCommand(message)
