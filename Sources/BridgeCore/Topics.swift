@@ -37,8 +37,6 @@ public struct Topics: Sendable, Equatable {
     /// `<base>/bridge/<index>/state`: one cluster instance's `online`/`offline` (its last will).
     public func instanceState(_ index: Int) -> String { "\(base)/bridge/\(index)/state" }
 
-    /// Every cluster instance's state topic.
-    public var instanceStateFilter: String { "\(base)/bridge/+/state" }
 
     /// The cluster instance a state topic names, or `nil` for any other topic.
     public func parseInstanceState(_ topic: String) -> Int? {
@@ -48,10 +46,14 @@ public struct Topics: Sendable, Equatable {
         return index
     }
 
-    /// What a cluster instance subscribes to so it can serve a user it does not own: the user's
-    /// readings (`<base>/<user>/<room>/<sensor>`, retained) and events. One user at a time rather
-    /// than `<base>/+/+/+`, so an instance does not receive its own readings back.
-    public func mirrorFilters(user: String) -> [String] { ["\(base)/\(user)/+/+", "\(base)/\(user)/events"] }
+    /// What a cluster instance subscribes to so it can serve a user it does not own: the reading
+    /// topic of each configured sensor (retained) and the user's events. Exact topics, not
+    /// `<base>/<user>/+/+`: some brokers (RabbitMQ) hand retained messages only to a subscription
+    /// on the exact topic.
+    public func mirrorTopics(of user: User) -> [String] {
+        user.rooms.flatMap { room in room.sensors.map { sensor(user: user.id, room: room.id, sensor: $0) } }
+            + [events(user: user.id)]
+    }
 
     /// Every room's availability: how an instance notices an `offline` said about its own rooms.
     public var availabilityFilter: String { "\(base)/+/+/availability" }

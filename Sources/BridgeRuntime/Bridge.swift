@@ -242,7 +242,12 @@ public final class Bridge: Sendable {
             // QoS 0: mosquitto queues at most max_queued_messages (default 1,000) QoS 1 messages per
             // client and drops the rest; QoS 0 is not capped, and these are retained or rare.
             let topics = controller.topics
-            for filter in [topics.availabilityFilter, topics.instanceStateFilter, topics.revokedSessionFilter,
+            // Each instance's state by its exact topic, so that brokers which give retained messages
+            // only to exact subscriptions (RabbitMQ) still tell a new instance who is up.
+            for index in 0..<configuration.cluster.instances {
+                try mqtt.subscribe(topics.instanceState(index), qos: 0)
+            }
+            for filter in [topics.availabilityFilter, topics.revokedSessionFilter,
                            topics.alarmFilter] {
                 try mqtt.subscribe(filter, qos: 0)
             }

@@ -50,7 +50,7 @@ final class MirrorSubscriptions: Sendable {
         if isNew {
             // QoS 0: a burst of retained values is never capped by the broker's per-client queue
             // (mosquitto's max_queued_messages), and the next reading replaces a lost one.
-            for filter in controller.topics.mirrorFilters(user: userID) {
+            for filter in controller.topics.mirrorTopics(of: user) {
                 do { try mqtt.subscribe(filter, qos: 0) } catch {
                     logger.warning("cannot subscribe to another instance's user", ["user": userID,
                                                                                   "error": error.description])
@@ -99,8 +99,9 @@ final class MirrorSubscriptions: Sendable {
                 for user in idleUsers { entries[user] = nil }
                 return idleUsers
             }
-            for user in idleUsers {
-                for filter in controller.topics.mirrorFilters(user: user) { try? mqtt.unsubscribe(filter) }
+            for userID in idleUsers {
+                guard let user = controller.store.home.user(id: userID) else { continue }
+                for filter in controller.topics.mirrorTopics(of: user) { try? mqtt.unsubscribe(filter) }
             }
             if !idleUsers.isEmpty {
                 logger.debug("stopped mirroring idle users", ["users": String(idleUsers.count)])
