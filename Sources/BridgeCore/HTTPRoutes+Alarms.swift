@@ -97,6 +97,8 @@ extension HTTPRoutes {
                 ("sensor", .string(sensor.id)),
                 ("points", .array(points.map { .object([("t", .string(Timestamp.iso8601($0.time))), ("v", .string($0.value))]) })),
             ]))
+        } catch let timeout as RemoteTimeout {
+            return HTTPRoutes.error(504, timeout.description)
         } catch {
             return HTTPRoutes.internalError
         }

@@ -16,3 +16,13 @@ public protocol HistoryRepository: Sendable {
     /// Readings at or after `since`, oldest first, at most `limit`.
     func points(user: String, room: String, sensor: String, since: Date, limit: Int) throws -> [(time: Date, value: String)]
 }
+
+/// Thrown by a repository whose data is held by another bridge instance that did not answer in
+/// time (cluster); the routes answer 504 with its message.
+public struct RemoteTimeout: Error, Sendable, CustomStringConvertible {
+    public var description: String
+
+    public init(_ description: String) {
+        self.description = description
+    }
+}

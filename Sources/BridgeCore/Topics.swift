@@ -105,6 +105,14 @@ public struct Topics: Sendable, Equatable {
         return (String(rest[0]), String(rest[1]))
     }
 
+    /// `<base>/bridge/<index>/history/request`: other instances ask instance `index` for the
+    /// history of a user it owns.
+    public func historyRequests(instance: Int) -> String { "\(base)/bridge/\(instance)/history/request" }
+
+    /// `<base>/bridge/<index>/history/reply`: under it (`/<request id>`), the answers instance
+    /// `index` waits for.
+    public func historyReplies(instance: Int) -> String { "\(base)/bridge/\(instance)/history/reply" }
+
     /// `<base>/bridge/info`: JSON describing this bridge, retained.
     public var bridgeInfo: String { "\(base)/bridge/info" }
 

@@ -28,6 +28,8 @@ public final class Bridge: Sendable {
     private let replication: AlarmReplication?
     /// Cluster only: the state of other instances' users, while HTTP clients ask for it.
     private let mirrors: MirrorSubscriptions?
+    /// Cluster only: history read from the owner's database.
+    private let clusterHistory: ClusterHistory?
     private let brokerAddress: String
     private let startedAt = Date()
 
@@ -87,6 +89,11 @@ public final class Bridge: Sendable {
                                   idle: .milliseconds(Int(configuration.cluster.mirrorIdle * 1000)))
             : nil
         self.mirrors = mirrors
+        let clusterHistory = configuration.cluster.instances > 1
+            ? ClusterHistory(local: DatabaseHistory(store: history), controller: controller,
+                             timeout: configuration.cluster.commandTimeout, logger: logger)
+            : nil
+        self.clusterHistory = clusterHistory
         var routes = HTTPRoutes(
             legacyRoutes: configuration.http.legacyRoutes,
             loginGate: LoginGate(
@@ -95,7 +102,7 @@ public final class Bridge: Sendable {
             ),
             sessions: sessions.services,
             alarms: DatabaseAlarms(store: alarms, replication: replication),
-            history: DatabaseHistory(store: history),
+            history: clusterHistory ?? DatabaseHistory(store: history),
             schedule: schedule,
             openEvents: { [controller] user, token, sink in
                 controller.events.open(user: user, session: sessions.sessionID(of: token) ?? token, sink: sink)
@@ -247,7 +254,7 @@ public final class Bridge: Sendable {
             for index in 0..<configuration.cluster.instances {
                 try mqtt.subscribe(topics.instanceState(index), qos: 0)
             }
-            for filter in [topics.availabilityFilter, topics.revokedSessionFilter,
+            for filter in (clusterHistory?.filters ?? []) + [topics.availabilityFilter, topics.revokedSessionFilter,
                            topics.alarmFilter] {
                 try mqtt.subscribe(filter, qos: 0)
             }
@@ -401,7 +408,7 @@ public final class Bridge: Sendable {
                     continue
                 }
                 if let peers, peers.handle(message) || replication?.handle(message) == true
-                    || mirrors?.handle(message) == true
+                    || clusterHistory?.handle(message) == true || mirrors?.handle(message) == true
                 {
                     continue
                 }

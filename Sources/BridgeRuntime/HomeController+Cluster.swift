@@ -78,10 +78,9 @@ extension HomeController {
         store.withLock { state in
             _ = state.home.record(Reading(user: parsed.user, room: parsed.room, sensor: sensor, value: value), at: time)
         }
-        let row = HistoryStore.Row(user: parsed.user, room: parsed.room, sensor: sensor.id, time: time,
-                                   value: value.mqttPayload)
-        history.add([row])
-        streamState(row)
+        // Not recorded: the owner keeps the user's history, and the history route asks it.
+        streamState(HistoryStore.Row(user: parsed.user, room: parsed.room, sensor: sensor.id, time: time,
+                                     value: value.mqttPayload))
         if sensor == .lights, case .binary(let on) = value {
             confirmations.observed(RoomKey(user: parsed.user, room: parsed.room), on: on)
         }

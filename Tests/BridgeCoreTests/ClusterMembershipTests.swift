@@ -1,4 +1,5 @@
 import Testing
+import Foundation
 @testable import BridgeCore
 
 @Suite struct ClusterMembershipTests {
@@ -58,5 +59,26 @@ import Testing
         configuration.cluster.instances = 3
         configuration.cluster.index = 2
         #expect(configuration.clientID == "smarthome-bridge-smarthome-2")
+    }
+}
+
+@Suite struct HistoryExchangeTests {
+    @Test func requestsAndRepliesRoundTripAndRejectGarbage() throws {
+        let request = HistoryExchange.Request(id: "abc", replyTo: "smarthome/bridge/0/history/reply/abc", user: "1",
+                                              room: "kitchen", sensor: "temperature",
+                                              since: Date(timeIntervalSince1970: 1_764_000_000.25), limit: 10)
+        let parsed = HistoryExchange.Request(Array(request.json.serialized.utf8), maxLimit: 10_000)
+        #expect(parsed == request)
+        #expect(HistoryExchange.Request(Array(request.json.serialized.utf8), maxLimit: 5) == nil, "limit bounded")
+        #expect(HistoryExchange.Request(Array("{}".utf8), maxLimit: 10) == nil)
+        #expect(HistoryExchange.Request(Array("not json".utf8), maxLimit: 10) == nil)
+
+        let points = [(time: Date(timeIntervalSince1970: 1_764_000_000.5), value: "25.7")]
+        let reply = try #require(HistoryExchange.parseReply(Array(HistoryExchange.reply(id: "abc", points: points)
+            .serialized.utf8)))
+        #expect(reply.id == "abc")
+        #expect(reply.points.map(\.value) == ["25.7"])
+        #expect(reply.points.map(\.time) == points.map(\.time))
+        #expect(HistoryExchange.parseReply(Array(#"{"id":"a","points":[[1]]}"#.utf8)) == nil)
     }
 }

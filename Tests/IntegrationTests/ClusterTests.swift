@@ -193,6 +193,15 @@ struct ClusterTests {
             #expect((room?["SensorValues"] as? [String])?.contains("On") == true)
         }
 
+        // The history comes from the owner's database, whichever instance is asked.
+        for bridge in bridges {
+            let history = try await HTTP.send(bridge.httpPort, "/api/v1/rooms/kitchen/history?sensor=lights",
+                                              method: "GET", token: token)
+            #expect(history.status == 200, "\(history.text)")
+            let points = Self.json(history)?["points"] as? [[String: String]] ?? []
+            #expect(points.last?["v"] == "ON", "instance \(bridge.httpPort): \(history.text)")
+        }
+
         // The owner gone: the answer is a bounded 504 with the error shape, not a hang.
         bridges[2].signal(SIGKILL)
         _ = bridges[2].waitForExit(timeout: 5)
@@ -201,6 +210,9 @@ struct ClusterTests {
         #expect(timedOut.status == 504)
         #expect(((Self.json(timedOut)?["error"] as? [String: Any])?["message"] as? String)?.contains("did not confirm")
             == true, "\(timedOut.text)")
+        let noHistory = try await HTTP.send(bridges[0].httpPort, "/api/v1/rooms/kitchen/history?sensor=lights",
+                                            method: "GET", token: token)
+        #expect(noHistory.status == 504, "\(noHistory.text)")
     }
 
     @Test func alarmsAreOnEveryInstanceAndFireOnceOnTheOwner() async throws {
