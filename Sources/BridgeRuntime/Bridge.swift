@@ -21,6 +21,7 @@ public final class Bridge: Sendable {
     private let scheduler: AlarmScheduler
     private let restSource: RestSource?
     private let sweep: DiscoverySweep
+    private let announced: AnnouncedConfigStore
     private let brokerAddress: String
     private let startedAt = Date()
 
@@ -54,6 +55,7 @@ public final class Bridge: Sendable {
         } else {
             restSource = nil
         }
+        announced = AnnouncedConfigStore(database: database)
         sweep = DiscoverySweep(identity: HomeAssistantDiscovery(
             prefix: configuration.homeAssistant.prefix, topics: Topics(base: configuration.mqtt.baseTopic),
             version: Bridge.version, sourceKind: configuration.source.kind.rawValue))
@@ -298,7 +300,13 @@ public final class Bridge: Sendable {
     private func sweepStaleConfigs() async {
         try? await Task.sleep(for: DiscoverySweep.window)
         let current = Set(controller.discovery?.configs(home: controller.store.home).map(\.topic) ?? [])
-        let stale = sweep.finish(current: current)
+        var remembered: Set<String> = []
+        do {
+            remembered = try announced.topics()
+        } catch {
+            logger.warning("cannot read the announced discovery configs", ["error": error.description])
+        }
+        let stale = sweep.finish(current: current, remembered: remembered)
         for topic in stale {
             do {
                 try mqtt.publish(topic: topic, payload: [], qos: configuration.mqtt.qos, retain: true)
@@ -307,6 +315,12 @@ public final class Bridge: Sendable {
             }
         }
         if !stale.isEmpty { logger.info("cleared stale Home Assistant configs", ["count": String(stale.count)]) }
+        do {
+            try announced.replace(with: current)
+            logger.info("recorded the announced Home Assistant configs", ["count": String(current.count)])
+        } catch {
+            logger.warning("cannot record the announced discovery configs", ["error": error.description])
+        }
         try? mqtt.unsubscribe(sweep.filter)
     }
 

@@ -68,5 +68,7 @@ public struct Migration: Sendable {
             )
             """,
         ]),
+        // The discovery configs the bridge announced (AnnouncedConfigStore).
+        Migration(version: 3, statements: ["CREATE TABLE announced_configs (topic TEXT PRIMARY KEY)"]),
     ]
 }

@@ -33,6 +33,17 @@ import Testing
         #expect(try database.query("SELECT name FROM sqlite_master WHERE name = 'a'").isEmpty)
     }
 
+    @Test func announcedConfigsAreReplacedAsAWholeAndSurviveReopening() throws {
+        let store = AnnouncedConfigStore(database: try Database(path: path))
+        #expect(try store.topics().isEmpty)
+        try store.replace(with: ["ha/light/a/lights/config", "ha/sensor/a/temperature/config"])
+        try store.replace(with: ["ha/light/a/lights/config", "ha/light/b/lights/config"])
+        let reopened = AnnouncedConfigStore(database: try Database(path: path))
+        #expect(try reopened.topics() == ["ha/light/a/lights/config", "ha/light/b/lights/config"])
+        try reopened.replace(with: [])
+        #expect(try store.topics().isEmpty)
+    }
+
     @Test func boundParametersAreNeverSQL() throws {
         let database = try Database(path: path)
         let sessions = SessionStore(database: database)
