@@ -227,6 +227,15 @@ public final class Bridge: Sendable {
             logger.warning("legacy seed routes are on: /login/:username/:password carries passwords in URLs; "
                 + "turn http.legacy_routes off unless an old app needs them")
         }
+        // Legal MQTT, but RabbitMQ's MQTT plugin maps topics to AMQP routing keys and back, so a
+        // subscriber there gets '.' as '/' and '*' as '+': nobody's filter (nor this bridge's
+        // command filter) matches the topics it then sees. A warning, as mosquitto is fine.
+        let levels = [("mqtt.base_topic", configuration.mqtt.baseTopic),
+                      ("homeassistant.prefix", configuration.homeAssistant.prefix)]
+        for (key, value) in levels where value.contains(".") || value.contains("*") {
+            logger.warning("\(key) contains '.' or '*', which RabbitMQ's MQTT plugin delivers as '/' or '+'; "
+                + "choose one without them to use RabbitMQ (docs/brokers.md)", ["value": value])
+        }
         var simulator: Simulator?
         if restSource == nil {
             let simulated = Simulator(users: configuration.users, seed: seed())
