@@ -86,8 +86,8 @@ final class TestRabbitMQ: Sendable {
 
     private func writeConfiguration() throws {
         let files = directory.path
-        // Retained messages need a store (the plugin has none configured by default); dets keeps
-        // them on disk like mosquitto's persistence would.
+        // The dets retained store is the plugin's default in 3.10 (its .app file); named anyway,
+        // so the tests do not depend on a default a later version may change.
         try """
             listeners.tcp.default = 127.0.0.1:\(amqpPort)
             mqtt.listeners.tcp.default = 127.0.0.1:\(mqttPort)
