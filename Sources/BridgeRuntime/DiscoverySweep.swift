@@ -7,6 +7,8 @@ import Synchronization
 /// configs this bridge published in earlier runs (recognised by its bridge device id), and clears
 /// (empty retained payload) those for entities it no longer has, or all of them when discovery is
 /// off. Without this, a removed room's entities would come back in Home Assistant forever.
+/// Brokers that give retained messages only to exact subscriptions (RabbitMQ's MQTT plugin) show
+/// it nothing; there the configs the last run recorded in the database (`remembered`) are cleared.
 final class DiscoverySweep: Sendable {
     /// How long after connecting the retained configs are collected.
     static let window = Duration.seconds(2)
@@ -47,11 +49,11 @@ final class DiscoverySweep: Sendable {
         }
     }
 
-    /// Ends the window: the configs found that are not in `current`.
-    func finish(current: Set<String>) -> [String] {
+    /// Ends the window: the configs found or `remembered` that are not in `current`.
+    func finish(current: Set<String>, remembered: Set<String> = []) -> [String] {
         state.withLock { state in
             state.finished = true
-            return state.found.subtracting(current).sorted()
+            return state.found.union(remembered).subtracting(current).sorted()
         }
     }
 }

@@ -75,5 +75,7 @@ public struct Migration: Sendable {
             "CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
             "CREATE TABLE revoked_sessions (id TEXT PRIMARY KEY, expires_at INTEGER NOT NULL)",
         ]),
+        // The discovery configs the bridge announced (AnnouncedConfigStore).
+        Migration(version: 4, statements: ["CREATE TABLE announced_configs (topic TEXT PRIMARY KEY)"]),
     ]
 }

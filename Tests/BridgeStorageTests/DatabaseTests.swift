@@ -35,6 +35,17 @@ import Testing
         #expect(try database.query("SELECT name FROM sqlite_master WHERE name = 'a'").isEmpty)
     }
 
+    @Test func announcedConfigsAreReplacedAsAWholeAndSurviveReopening() throws {
+        let store = AnnouncedConfigStore(database: try Database(path: path))
+        #expect(try store.topics().isEmpty)
+        try store.replace(with: ["ha/light/a/lights/config", "ha/sensor/a/temperature/config"])
+        try store.replace(with: ["ha/light/a/lights/config", "ha/light/b/lights/config"])
+        let reopened = AnnouncedConfigStore(database: try Database(path: path))
+        #expect(try reopened.topics() == ["ha/light/a/lights/config", "ha/light/b/lights/config"])
+        try reopened.replace(with: [])
+        #expect(try store.topics().isEmpty)
+    }
+
     @Test func boundParametersAreNeverSQL() throws {
         let database = try Database(path: path)
         let revocations = RevocationStore(database: database)
@@ -69,7 +80,7 @@ import Testing
         let old = try Database(path: path, migrations: before)
         try old.execute("INSERT INTO sessions VALUES ('h', '1', 0, 1e12)")
         let upgraded = try Database(path: path)
-        #expect(upgraded.schemaVersion == 3)
+        #expect(upgraded.schemaVersion == Migration.all.last?.version)
         #expect(try upgraded.query("SELECT name FROM sqlite_master WHERE name = 'sessions'").isEmpty)
     }
 

@@ -30,7 +30,10 @@ final class BridgeProcess: @unchecked Sendable {
         env["SMARTHOME_HTTP_PORT"] = String(port)
         env["SMARTHOME_MQTT_EMBEDDED_PORT"] = "0"  // tests run side by side: never the shared 1883
         env["SMARTHOME_STORAGE_PATH"] = storagePath ?? directory.appendingPathComponent("bridge.sqlite").path
-        if let broker { env["SMARTHOME_MQTT_URL"] = broker.url }
+        if let broker {
+            env["SMARTHOME_MQTT_URL"] = broker.url
+            env.merge(broker.bridgeEnvironment) { $1 }
+        }
         for (key, value) in environment { env[key] = value }
         process = try ChildProcess.spawn(TestFiles.bridgeExecutable, ["--config", config.path], environment: env,
                                          outputPath: logPath)

@@ -1,14 +1,29 @@
 import BridgeRuntime
 import Foundation
 
-/// A real mosquitto on a free loopback port, started by the test and stopped when the test ends.
+/// A real mosquitto on a free loopback port, started by the test and stopped when the test ends;
+/// or, with `SMARTHOME_TEST_BROKER=rabbitmq`, a fresh vhost on the process's shared RabbitMQ
+/// (`TestRabbitMQ`), so the same tests run on both brokers.
 final class TestBroker: @unchecked Sendable {
     private(set) var port = 0
     let directory: URL
     private var process: ChildProcess?
+    private var rabbitMQ: TestRabbitMQ?
+    /// Credentials for the broker (RabbitMQ only: the user name picks the test's vhost).
+    private(set) var username: String?
+    let password: String?
 
     init() async throws {
         directory = try TestFiles.makeDirectory("broker")
+        guard TestBrokerKind.current == .mosquitto else {
+            let node = try await TestRabbitMQ.node()
+            rabbitMQ = node
+            port = node.mqttPort
+            username = "\(try node.leaseVhost()):\(TestRabbitMQ.user)"
+            password = TestRabbitMQ.password
+            return
+        }
+        password = nil
         var lastError: Error?
         for _ in 0..<3 {
             guard let port = LoopbackPort.free() else { continue }
@@ -25,8 +40,16 @@ final class TestBroker: @unchecked Sendable {
 
     var url: String { "mqtt://127.0.0.1:\(port)" }
 
+    /// What a bridge needs besides `url` to use this broker.
+    var bridgeEnvironment: [String: String] {
+        guard let username, let password else { return [:] }
+        return ["SMARTHOME_MQTT_USERNAME": username, "SMARTHOME_MQTT_PASSWORD": password]
+    }
+
     /// Starts (or restarts, on the same port) the broker without persistence, as a fresh one.
+    /// (RabbitMQ comes back with its vhosts and whatever its retained store had written to disk.)
     func start() async throws {
+        if let rabbitMQ { return try await rabbitMQ.start() }
         let config = directory.appendingPathComponent("mosquitto.conf")
         try """
             listener \(port) 127.0.0.1
@@ -57,6 +80,7 @@ final class TestBroker: @unchecked Sendable {
 
     /// Kills the broker at once (no clean shutdown), as a crash would.
     func kill() {
+        rabbitMQ?.kill()
         process?.signal(SIGKILL)
         _ = process?.waitForExit(timeout: 5)
         process = nil

@@ -12,9 +12,18 @@ final class TestSubscriber: Sendable {
     private let received = MessageLog()
     private let consumer: Task<Void, Never>
 
-    init(broker port: Int, subscribe filters: [String] = [], name: String = "test") async throws {
+    convenience init(broker: TestBroker, subscribe filters: [String] = [], name: String = "test") async throws {
+        try await self.init(broker: broker.port, subscribe: filters, name: name, username: broker.username,
+                            password: broker.password)
+    }
+
+    init(
+        broker port: Int, subscribe filters: [String] = [], name: String = "test", username: String? = nil,
+        password: String? = nil
+    ) async throws {
         client = try MQTTClient(configuration: MQTTConfiguration(
-            host: "127.0.0.1", port: port, clientID: "\(name)-\(UUID().uuidString.prefix(8))", keepalive: 10))
+            host: "127.0.0.1", port: port, clientID: "\(name)-\(UUID().uuidString.prefix(8))",
+            username: username, password: password, keepalive: 10))
         let client = client
         let received = received
         let (connected, signal) = AsyncStream.makeStream(of: Void.self)
