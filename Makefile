@@ -53,7 +53,7 @@ test-deps: deps
 
 # The suites that run on RabbitMQ too (docs/brokers.md): topics and commands, seed routes, Home
 # Assistant discovery, and the checks of where the two brokers differ.
-RABBITMQ_SUITES := IntegrationTests\.(MQTTBridgeTests|SeedRoutesTests|DiscoveryTests|BrokerDifferencesTests)
+RABBITMQ_SUITES := IntegrationTests\.(MQTTBridgeTests|SeedRoutesTests|DiscoveryTests|BrokerDifferencesTests|ClusterTests)
 RUN_RABBITMQ_SUITES := SMARTHOME_TEST_BROKER=rabbitmq $(SWIFT) test --skip-build --no-parallel \
 	--filter '$(RABBITMQ_SUITES)'
 

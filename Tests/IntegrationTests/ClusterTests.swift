@@ -58,7 +58,7 @@ struct ClusterTests {
 
     @Test func usersArePartitionedAndEveryInstanceServesEveryone() async throws {
         let broker = try await TestBroker()
-        let watcher = try await TestSubscriber(broker: broker.port, subscribe: ["smarthome/#"], name: "watcher")
+        let watcher = try await TestSubscriber(broker: broker, subscribe: ["smarthome/#"], name: "watcher")
         var bridges: [BridgeProcess] = []
         for index in 0..<Self.instances { bridges.append(try await Self.start(index, broker: broker)) }
         defer { for bridge in bridges { bridge.signal(SIGTERM); _ = bridge.waitForExit(timeout: 5) } }
@@ -163,8 +163,10 @@ struct ClusterTests {
         for index in 0..<Self.instances { bridges.append(try await Self.start(index, broker: broker)) }
         defer { for bridge in bridges { bridge.signal(SIGTERM); _ = bridge.waitForExit(timeout: 5) } }
         let user = try #require(Self.userIDs.first { Self.membership.owner(of: $0) == 2 && $0.hasPrefix("u") })
-        let watcher = try await TestSubscriber(broker: broker.port, subscribe: ["smarthome/\(user)/kitchen/#"],
-                                               name: "watcher")
+        // Exact topics: RabbitMQ gives retained messages only to exact subscriptions.
+        let watcher = try await TestSubscriber(
+            broker: broker, subscribe: ["smarthome/\(user)/kitchen/lights", "smarthome/\(user)/kitchen/lights/set"],
+            name: "watcher")
         try await watcher.waitFor("smarthome/\(user)/kitchen/lights", payload: "OFF")
         watcher.clear()
 
@@ -221,7 +223,7 @@ struct ClusterTests {
         for index in 0..<Self.instances { bridges.append(try await Self.start(index, broker: broker)) }
         defer { for bridge in bridges { bridge.signal(SIGTERM); _ = bridge.waitForExit(timeout: 5) } }
         let user = try #require(Self.userIDs.first { Self.membership.owner(of: $0) == 2 && $0.hasPrefix("u") })
-        let watcher = try await TestSubscriber(broker: broker.port, subscribe: ["smarthome/\(user)/#"], name: "watcher")
+        let watcher = try await TestSubscriber(broker: broker, subscribe: ["smarthome/\(user)/#"], name: "watcher")
         let token = try await APITests.token(bridges[0].httpPort, "user\(user)", "12345")
         let list = { (bridge: BridgeProcess) async throws -> [[String: Any]] in
             let reply = try await HTTP.send(bridge.httpPort, "/api/v1/alarms", method: "GET", token: token)
@@ -273,7 +275,7 @@ struct ClusterTests {
 
     @Test func eachRoomIsAnnouncedToHomeAssistantByItsOwnerOnly() async throws {
         let broker = try await TestBroker()
-        let watcher = try await TestSubscriber(broker: broker.port, subscribe: ["homeassistant/#"], name: "watcher")
+        let watcher = try await TestSubscriber(broker: broker, subscribe: ["homeassistant/#"], name: "watcher")
         // 20 generated users keep this under mosquitto's 1,000 queued messages for the watcher.
         let users = Self.extraUsers.components(separatedBy: "  - id:").prefix(21).joined(separator: "  - id:")
         var bridges: [BridgeProcess] = []
@@ -310,10 +312,13 @@ struct ClusterTests {
                                                 storagePath: storage.appendingPathComponent("\(index).sqlite").path))
         }
         defer { for bridge in bridges { bridge.signal(SIGTERM); _ = bridge.waitForExit(timeout: 5) } }
-        // Narrow filters: mosquitto keeps at most 1,000 QoS 1 messages queued for one client.
-        let watcher = try await TestSubscriber(broker: broker.port,
-                                               subscribe: ["smarthome/+/kitchen/availability", "smarthome/bridge/#"],
-                                               name: "watcher")
+        // Exact topics (RabbitMQ gives retained messages only to those), few enough for mosquitto's
+        // 1,000 queued messages per client.
+        let watcher = try await TestSubscriber(
+            broker: broker,
+            subscribe: Self.userIDs.map { "smarthome/\($0)/kitchen/availability" }
+                + ["smarthome/bridge/state", "smarthome/bridge/1/state"],
+            name: "watcher")
         let ownedBy1 = Self.userIDs.filter { Self.membership.owner(of: $0) == 1 }
         let others = Self.userIDs.filter { Self.membership.owner(of: $0) != 1 }
         let availability = { (user: String) in "smarthome/\(user)/kitchen/availability" }
