@@ -51,6 +51,16 @@ struct ClusterTests {
         try? JSONSerialization.jsonObject(with: reply.body) as? [String: Any]
     }
 
+    /// Asks `read` every 0.1 s, up to 5 s, until `done` holds; returns the last answer.
+    static func poll<T>(until done: (T) -> Bool, _ read: () async throws -> T) async throws -> T {
+        var value = try await read()
+        for _ in 0..<50 where !done(value) {
+            try await Task.sleep(for: .milliseconds(100))
+            value = try await read()
+        }
+        return value
+    }
+
     static func isSensorTopic(_ topic: String) -> Bool {
         guard let sensor = Topics(base: "smarthome").parseSensorTopic(topic)?.sensor else { return false }
         return sensor != "availability"
@@ -147,11 +157,8 @@ struct ClusterTests {
         }
         #expect(try await HTTP.send(bridges[1].httpPort, "/api/v1/logout", method: "POST", token: token).status == 204)
         for (index, bridge) in bridges.enumerated() {
-            var status = 0
-            for _ in 0..<50 {
-                status = try await HTTP.send(bridge.httpPort, "/api/v1/rooms", method: "GET", token: token).status
-                if status == 401 { break }
-                try await Task.sleep(for: .milliseconds(100))
+            let status = try await Self.poll(until: { $0 == 401 }) {
+                try await HTTP.send(bridge.httpPort, "/api/v1/rooms", method: "GET", token: token).status
             }
             #expect(status == 401, "instance \(index) still takes a token logged out on instance 1")
         }
@@ -238,10 +245,8 @@ struct ClusterTests {
         #expect(created.status == 201, "\(created.text)")
         let uuid = try #require(Self.json(created)?["uuid"] as? String)
         for (index, bridge) in bridges.enumerated() {
-            var found: [[String: Any]] = []
-            for _ in 0..<50 where found.isEmpty {
-                found = try await list(bridge).filter { $0["uuid"] as? String == uuid }
-                if found.isEmpty { try await Task.sleep(for: .milliseconds(100)) }
+            let found = try await Self.poll(until: { !$0.isEmpty }) {
+                try await list(bridge).filter { $0["uuid"] as? String == uuid }
             }
             #expect(found.first?["title"] as? String == "Lights on", "instance \(index) does not list the alarm")
         }
@@ -264,10 +269,8 @@ struct ClusterTests {
         let deleted = try await HTTP.send(bridges[1].httpPort, "/api/v1/alarms/\(uuid)", method: "DELETE", token: token)
         #expect(deleted.status == 204)
         for (index, bridge) in bridges.enumerated() {
-            var remaining = 1
-            for _ in 0..<50 where remaining > 0 {
-                remaining = try await list(bridge).filter { $0["uuid"] as? String == uuid }.count
-                if remaining > 0 { try await Task.sleep(for: .milliseconds(100)) }
+            let remaining = try await Self.poll(until: { $0 == 0 }) {
+                try await list(bridge).filter { $0["uuid"] as? String == uuid }.count
             }
             #expect(remaining == 0, "instance \(index) still lists a deleted alarm")
         }
