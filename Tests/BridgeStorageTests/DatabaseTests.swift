@@ -69,6 +69,35 @@ import Testing
         #expect(try reopened.userID(tokenHash: "kept", now: now) == "1")
     }
 
+    /// Statements are kept prepared between runs: each run must start clean, after a failed run too.
+    @Test func reusedStatementsForgetTheirLastRun() throws {
+        let database = try Database(path: path)
+        #expect(try database.query("SELECT ?, ?", [.integer(1), .text("a")]) == [[.integer(1), .text("a")]])
+        #expect(try database.query("SELECT ?, ?", [.integer(2)]) == [[.integer(2), .null]], "no stale binding")
+        let insert = "INSERT INTO sessions (token_hash, user_id, created_at, expires_at) VALUES (?, ?, ?, ?)"
+        try database.execute(insert, [.text("t1"), .text("1"), .real(0), .real(10)])
+        #expect(throws: StorageError.self) {
+            try database.execute(insert, [.text("t1"), .text("2"), .real(0), .real(10)])  // duplicate key
+        }
+        #expect(try database.execute(insert, [.text("t2"), .text("2"), .real(0), .real(10)]) == 1)
+        // A read whose rows were all taken must not keep a read transaction open against the writer.
+        #expect(try database.query("SELECT token_hash FROM sessions ORDER BY token_hash").count == 2)
+        let deleted = try database.transaction { (connection: borrowing DatabaseConnection) throws(StorageError) in
+            try connection.execute("DELETE FROM sessions WHERE token_hash = ?", [.text("t1")])
+        }
+        #expect(deleted == 1)
+        #expect(try database.query("SELECT token_hash FROM sessions ORDER BY token_hash") == [[.text("t2")]])
+    }
+
+    /// More distinct statements than the cache holds still run (prepared per run past its size).
+    @Test func statementsBeyondTheCacheStillRun() throws {
+        let database = try Database(path: path)
+        for number in 0..<200 {
+            #expect(try database.query("SELECT \(number) + ?", [.integer(1)]) == [[.integer(Int64(number) + 1)]])
+        }
+        #expect(try database.query("SELECT 5 + ?", [.integer(2)]) == [[.integer(7)]])
+    }
+
     @Test func aFileThatIsNotADatabaseIsAClearError() throws {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let junk = folder.appendingPathComponent("junk.sqlite").path
