@@ -74,6 +74,13 @@ public indirect enum JSONValue: Sendable, Equatable {
     }
 
     private static func writeString(_ s: String, to out: inout String) {
+        // Most strings (names, ids, values) need no escape: appended whole, not scalar by scalar.
+        if !s.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            out += "\""
+            out += s
+            out += "\""
+            return
+        }
         out += "\""
         for scalar in s.unicodeScalars {
             switch scalar {

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import BridgeCore
 
@@ -62,5 +63,31 @@ import Testing
     @Test func jsonEscapesStrings() {
         let value = JSONValue.object([("a\"b", .string("line\nbreak\u{1}\\")), ("n", .number(1.5)), ("i", .integer(3))])
         #expect(value.serialized == #"{"a\"b":"line\nbreak\u0001\\","n":1.5,"i":3}"#)
+    }
+
+    @Test func jsonKeepsTextWithoutEscapesAsItIs() {
+        let value = JSONValue.object([("Çalışma odası", .string("26.5 °C")), ("", .string("")),
+                                      ("tab", .string("a\tb")), ("emoji", .string("💡 on"))])
+        #expect(value.serialized == #"{"Çalışma odası":"26.5 °C","":"","tab":"a\tb","emoji":"💡 on"}"#)
+    }
+
+    /// Payloads must stay byte for byte what printf's `%.Nf` gave (the original backend's format),
+    /// ties and the edges of each decade included.
+    @Test func threeSignificantDigitsMatchPrintf() {
+        var values: [Double] = [0.125, 2.675, 0.5, 999.5, 1000.5, 9.995, 99.95, 0.0995, -0.0, 1e-7, 1e20,
+                                -1e300, .leastNonzeroMagnitude, .greatestFiniteMagnitude, 12_345.678, -0.001234]
+        var generator = SeededGenerator(seed: 7)
+        for _ in 0..<2_000 {
+            values.append(Double.random(in: -200...200, using: &generator))
+            values.append(Double(Int.random(in: -2_000...2_000, using: &generator)) / 8)
+        }
+        for value in values {
+            let magnitude = value == 0 ? 0 : Int(floor(log10(abs(value))))
+            let expected = String(format: "%.\(max(0, 2 - magnitude))f", value)
+            #expect(SensorValue.threeSignificantDigits(value) == expected, "\(value)")
+        }
+        #expect(SensorValue.threeSignificantDigits(.nan) == "0")
+        #expect(SensorValue.threeSignificantDigits(0.125) == "0.125")
+        #expect(SensorValue.threeSignificantDigits(999.5) == "1000")
     }
 }
