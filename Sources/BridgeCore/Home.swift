@@ -30,6 +30,9 @@ public struct Reading: Sendable, Equatable {
 /// publishes over MQTT and serves over HTTP.
 public struct Home: Sendable {
     public let users: [User]
+    /// Each user's position in `users` by id (the first, should two share one): lookups per
+    /// reading and per request must not scan every user of a large home.
+    private let userPositions: [String: Int]
     private var values: [RoomKey: [SensorKind: SensorValue]] = [:]
     private var updated: [RoomKey: Date] = [:]
     /// Sensors a room reported beyond its configured ones (an upstream's generic sensors), in the
@@ -38,10 +41,11 @@ public struct Home: Sendable {
 
     public init(users: [User]) {
         self.users = users
+        userPositions = Dictionary(users.enumerated().map { ($1.id, $0) }, uniquingKeysWith: { first, _ in first })
     }
 
     public func user(id: String) -> User? {
-        users.first { $0.id == id }
+        userPositions[id].map { users[$0] }
     }
 
     /// Usernames match exactly, as the original backend did.

@@ -28,11 +28,12 @@ final class EventHub: Sendable {
         prune()
     }
 
-    /// Sends an event to every stream of `user`.
-    func send(user: String, event name: String, _ data: JSONValue) {
+    /// Sends an event to every stream of `user`; `data` is built only if there is one (most
+    /// readings have no listener).
+    func send(user: String, event name: String, _ data: @autoclosure () -> JSONValue) {
         let targets = streams.withLock { ($0[user] ?? []).map(\.sink) }
         guard !targets.isEmpty else { return }
-        let bytes = ServerSentEvents.event(name, data)
+        let bytes = ServerSentEvents.event(name, data())
         var failed = false
         for sink in targets where !sink.write(bytes) {
             sink.finish(with: ServerSentEvents.overflow)
