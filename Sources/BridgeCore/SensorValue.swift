@@ -57,20 +57,6 @@ public enum SensorValue: Sendable, Equatable {
         guard value.isFinite else { return "0" }
         let magnitude = value == 0 ? 0 : Int(floor(log10(abs(value))))
         let decimals = max(0, 2 - magnitude)
-        return printed(value, decimals: decimals)
-    }
-
-    /// `%.*f` through C's `vsnprintf` into a stack buffer: the same digits (and rounding) as
-    /// `String(format:)`, without Foundation's format parsing and `CFString` on every payload.
-    private static func printed(_ value: Double, decimals: Int) -> String {
-        // Room for 309 integer digits, or "-0." and up to 326 decimals (the smallest subnormal).
-        let capacity = 352
-        return withUnsafeTemporaryAllocation(of: CChar.self, capacity: capacity) { buffer in
-            let written = withVaList([Int32(decimals), value]) { arguments in
-                vsnprintf(buffer.baseAddress!, capacity, "%.*f", arguments)
-            }
-            guard written >= 0, Int(written) < capacity else { return String(format: "%.\(decimals)f", value) }
-            return String(cString: buffer.baseAddress!)
-        }
+        return FixedDecimals.text(value, decimals: decimals)
     }
 }

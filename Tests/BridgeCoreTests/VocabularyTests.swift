@@ -90,4 +90,27 @@ import Testing
         #expect(SensorValue.threeSignificantDigits(0.125) == "0.125")
         #expect(SensorValue.threeSignificantDigits(999.5) == "1000")
     }
+
+    @Test func fixedDecimalsMatchPrintfOnBothPaths() {
+        var generator = SeededGenerator(seed: 11)
+        var rounded = 0
+        for _ in 0..<5_000 {
+            let decimals = Int.random(in: 0...6, using: &generator)
+            let scale = pow(10, Double(Int.random(in: 0...4, using: &generator)))
+            let value = Double.random(in: -1000...1000, using: &generator) / scale
+            let expected = String(format: "%.\(decimals)f", value)
+            if let text = FixedDecimals.integerRounded(value, decimals: decimals) {
+                rounded += 1
+                #expect(text == expected, "\(value) with \(decimals)")
+            }
+            #expect(FixedDecimals.printed(value, decimals: decimals) == expected, "\(value) with \(decimals)")
+        }
+        #expect(rounded > 1_000, "the integer path serves most of these")
+        #expect(FixedDecimals.integerRounded(25.74, decimals: 1) == "25.7")
+        #expect(FixedDecimals.integerRounded(0.05, decimals: 2) == "0.05")
+        #expect(FixedDecimals.integerRounded(-0.0, decimals: 2) == "-0.00")
+        #expect(FixedDecimals.integerRounded(7, decimals: 0) == "7")
+        #expect(FixedDecimals.integerRounded(0.125, decimals: 2) == nil, "a tie is left to printf")
+        #expect(FixedDecimals.integerRounded(2e6, decimals: 0) == nil)
+    }
 }
