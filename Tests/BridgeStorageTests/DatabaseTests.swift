@@ -98,6 +98,21 @@ import Testing
         #expect(try database.query("SELECT 5 + ?", [.integer(2)]) == [[.integer(7)]])
     }
 
+    @Test func eachSensorKeepsItsNewestValueOfABatch() throws {
+        let history = HistoryStore(database: try Database(path: path))
+        let start = Date(timeIntervalSince1970: 1_000)
+        let rows = (0..<6).map { step in
+            HistoryStore.Row(user: "1", room: step % 2 == 0 ? "kitchen" : "garden", sensor: "temperature",
+                             time: start.addingTimeInterval(Double(step)), value: "2\(step).0")
+        }
+        try history.append(rows)
+        #expect(try history.count() == 6)
+        let last = try history.lastValues().sorted { $0.room < $1.room }
+        #expect(last == [rows[5], rows[4]])
+        try history.append([rows[0]])
+        #expect(try history.lastValues().first { $0.room == "kitchen" }?.value == "20.0")
+    }
+
     @Test func aFileThatIsNotADatabaseIsAClearError() throws {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let junk = folder.appendingPathComponent("junk.sqlite").path
