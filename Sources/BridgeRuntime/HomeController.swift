@@ -93,9 +93,9 @@ final class HomeController: Sendable {
                 }
             }
             let now = store.now
+            let current = state.home.values(in: key)
             var values: [(String, String)] = state.home.sensors(of: room, user: user.id).compactMap { sensor in
-                state.home.value(of: sensor, in: key).map { (topics.sensor(user: user.id, room: room.id, sensor: sensor),
-                                                             $0.mqttPayload) }
+                current[sensor].map { (topics.sensor(user: user.id, room: room.id, sensor: sensor), $0.mqttPayload) }
             }
             values.append((topics.room(user: user.id, room: room.id),
                            SeedShapes.room(room, user: user.id, in: state.home).serialized))

@@ -174,7 +174,9 @@ public struct DatabaseConnection: ~Copyable, @unchecked Sendable {
         return try run(statement, sql: sql, bindings: bindings)
     }
 
-    private func run(_ statement: OpaquePointer, sql: String, bindings: [SQLValue]) throws(StorageError) -> [[SQLValue]] {
+    private func run(_ statement: OpaquePointer, sql: String, bindings: [SQLValue])
+        throws(StorageError) -> [[SQLValue]]
+    {
         for (index, value) in bindings.enumerated() {
             let position = Int32(index + 1)
             let rc: Int32

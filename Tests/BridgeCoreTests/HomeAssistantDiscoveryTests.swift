@@ -114,7 +114,9 @@ import Testing
         let configs = discovery.configs(home: home)
         #expect(configs.count == 1 + 16 * 4 + 1)
         #expect(discovery.configTopics(home: home) == Set(configs.map(\.topic)))
-        let byRoom = home.users.flatMap { user in user.rooms.flatMap { discovery.configs(user: user, room: $0, home: home) } }
+        let byRoom = home.users.flatMap { user in
+            user.rooms.flatMap { discovery.configs(user: user, room: $0, home: home) }
+        }
         #expect([discovery.bridgeConfig] + byRoom == configs)
     }
 
