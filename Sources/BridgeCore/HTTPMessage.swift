@@ -71,6 +71,28 @@ public struct HTTPResponse: Sendable, Equatable {
 
     /// The value of the first header with this name (case-insensitive).
     public func header(_ name: String) -> String? {
-        headers.first { $0.name.lowercased() == name.lowercased() }?.value
+        headers.first { HTTPHeaderName.equal($0.name, name) }?.value
     }
+}
+
+/// Header names are ASCII tokens, compared and lower-cased byte by byte: on every request, where
+/// `lowercased()`'s Unicode case mapping and allocation showed in profiles.
+public enum HTTPHeaderName {
+    /// Whether two names are the same ignoring ASCII case.
+    public static func equal(_ a: String, _ b: String) -> Bool {
+        a.utf8.count == b.utf8.count && zip(a.utf8, b.utf8).allSatisfy { lower($0) == lower($1) }
+    }
+
+    /// The name in lower case (only A–Z change); a name already in lower case is returned as it is.
+    public static func lowercased(_ name: String) -> String {
+        let utf8 = name.utf8
+        guard utf8.contains(where: isUpper) else { return name }
+        return String(unsafeUninitializedCapacity: utf8.count) { buffer in
+            _ = buffer.initialize(fromContentsOf: utf8.lazy.map(lower))
+            return utf8.count
+        }
+    }
+
+    private static func isUpper(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") }
+    private static func lower(_ byte: UInt8) -> UInt8 { isUpper(byte) ? byte | 0x20 : byte }
 }

@@ -67,7 +67,9 @@ public struct HTTPRoutes: Sendable {
     }
 
     private func route(_ request: HTTPRequest, home: () -> Home, health: () -> Health) -> HTTPResponse {
-        let segments = request.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
+        // Split on the byte: the path is UTF-8 and "/" never occurs inside a multi-byte character.
+        let segments = request.path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
+            .dropFirst().map { String(Substring($0)) }
         let method = request.method == "HEAD" ? "GET" : request.method
 
         switch segments {

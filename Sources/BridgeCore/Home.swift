@@ -61,6 +61,11 @@ public struct Home: Sendable {
         values[key]?[sensor]
     }
 
+    /// Every current value of a room.
+    public func values(in key: RoomKey) -> [SensorKind: SensorValue] {
+        values[key] ?? [:]
+    }
+
     /// When a value of the room last changed.
     public func updatedAt(_ key: RoomKey) -> Date? {
         updated[key]

@@ -45,17 +45,50 @@ public struct HomeAssistantDiscovery: Sendable {
         .object([("name", .string("SmartHomeBridge")), ("sw_version", .string(version))])
     }
 
-    /// Every config: the bridge's connectivity sensor, then each sensor of each room.
+    /// Every config: the bridge's connectivity sensor, then each sensor of each room (of the users
+    /// `include` accepts). Builds them all at once: for a large home, publish room by room with
+    /// `configs(user:room:home:)`.
     public func configs(home: Home, users include: (User) -> Bool = { _ in true }) -> [Config] {
         var configs = [bridgeConfig]
         for user in home.users where include(user) {
             for room in user.rooms {
-                for sensor in home.sensors(of: room, user: user.id) {
-                    configs.append(config(user: user, room: room, sensor: sensor))
-                }
+                configs += self.configs(user: user, room: room, home: home)
             }
         }
         return configs
+    }
+
+    /// The configs of one room's sensors.
+    public func configs(user: User, room: Room, home: Home) -> [Config] {
+        home.sensors(of: room, user: user.id).map { config(user: user, room: room, sensor: $0) }
+    }
+
+    /// The topic of every config `configs(home:)` builds, without building the configs.
+    public func configTopics(home: Home) -> Set<String> {
+        var topics: Set<String> = [bridgeConfig.topic]
+        for user in home.users {
+            for room in user.rooms {
+                for sensor in home.sensors(of: room, user: user.id) {
+                    topics.insert(configTopic(user: user, room: room, sensor: sensor))
+                }
+            }
+        }
+        return topics
+    }
+
+    private func node(user: User, room: Room) -> String { "\(idPrefix)_\(user.id)_\(room.id)" }
+
+    /// `<prefix>/<component>/<node_id>/<object_id>/config`.
+    public func configTopic(user: User, room: Room, sensor: SensorKind) -> String {
+        "\(prefix)/\(Self.component(of: sensor))/\(node(user: user, room: room))/\(sensor.id)/config"
+    }
+
+    private static func component(of sensor: SensorKind) -> String {
+        switch sensor {
+        case .movement, .gas: "binary_sensor"
+        case .lights: "light"
+        default: "sensor"  // measured ones, and a generic upstream sensor: its text as it comes
+        }
     }
 
     /// The bridge's own device, with a connectivity binary sensor on `<base>/bridge/state`.
@@ -83,7 +116,7 @@ public struct HomeAssistantDiscovery: Sendable {
 
     /// One sensor's config: its component, device class, unit and topics.
     public func config(user: User, room: Room, sensor: SensorKind) -> Config {
-        let node = "\(idPrefix)_\(user.id)_\(room.id)"
+        let node = node(user: user, room: room)
         let stateTopic = topics.sensor(user: user.id, room: room.id, sensor: sensor)
         var members: [(String, JSONValue)] = [
             ("name", .string(sensor.displayName)),
@@ -91,10 +124,8 @@ public struct HomeAssistantDiscovery: Sendable {
             ("object_id", .string("\(node)_\(sensor.id)")),
             ("state_topic", .string(stateTopic)),
         ]
-        let component: String
         switch sensor {
         case .temperature, .humidity:
-            component = "sensor"
             members += [
                 ("device_class", .string(sensor.id)),
                 ("unit_of_measurement", .string(sensor.unit ?? "")),
@@ -102,14 +133,12 @@ public struct HomeAssistantDiscovery: Sendable {
                 ("suggested_display_precision", .integer(1)),
             ]
         case .movement, .gas:
-            component = "binary_sensor"
             members += [
                 ("device_class", .string(sensor == .movement ? "motion" : "gas")),
                 ("payload_on", .string("ON")),
                 ("payload_off", .string("OFF")),
             ]
         case .lights:
-            component = "light"
             members += [
                 ("command_topic", .string(topics.lightsSet(user: user.id, room: room.id))),
                 ("payload_on", .string("ON")),
@@ -117,7 +146,7 @@ public struct HomeAssistantDiscovery: Sendable {
                 ("optimistic", .bool(false)),
             ]
         default:
-            component = "sensor"  // a generic upstream sensor: its text as it comes
+            break  // a generic upstream sensor: its text as it comes
         }
         var availability: [JSONValue] = [.object([("topic", .string(topics.bridgeState))])]
         if roomAvailability {
@@ -139,7 +168,7 @@ public struct HomeAssistantDiscovery: Sendable {
             ])),
             ("origin", origin),
         ]
-        return Config(topic: "\(prefix)/\(component)/\(node)/\(sensor.id)/config", payload: .object(members))
+        return Config(topic: configTopic(user: user, room: room, sensor: sensor), payload: .object(members))
     }
 
     /// Whether a retained config found on the broker was published by a bridge with this base

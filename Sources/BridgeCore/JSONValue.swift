@@ -34,37 +34,41 @@ public indirect enum JSONValue: Sendable, Equatable {
 
     /// Compact JSON text.
     public var serialized: String {
-        var out = ""
+        String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Compact JSON as UTF-8 bytes, written straight into one byte array (what HTTP answers and
+    /// MQTT payloads need), which is cheaper than appending to a `String`.
+    public var bytes: [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
         write(to: &out)
         return out
     }
 
-    /// Compact JSON as UTF-8 bytes.
-    public var bytes: [UInt8] { Array(serialized.utf8) }
-
-    private func write(to out: inout String) {
+    private func write(to out: inout [UInt8]) {
         switch self {
         case .string(let s): JSONValue.writeString(s, to: &out)
-        case .number(let d): out += d.isFinite ? JSONValue.format(d) : "null"
-        case .integer(let i): out += String(i)
-        case .bool(let b): out += b ? "true" : "false"
-        case .null: out += "null"
+        case .number(let d): out += (d.isFinite ? JSONValue.format(d) : "null").utf8
+        case .integer(let i): out += String(i).utf8
+        case .bool(let b): out += (b ? "true" : "false").utf8
+        case .null: out += "null".utf8
         case .array(let items):
-            out += "["
+            out.append(UInt8(ascii: "["))
             for (i, item) in items.enumerated() {
-                if i > 0 { out += "," }
+                if i > 0 { out.append(UInt8(ascii: ",")) }
                 item.write(to: &out)
             }
-            out += "]"
+            out.append(UInt8(ascii: "]"))
         case .object(let members):
-            out += "{"
+            out.append(UInt8(ascii: "{"))
             for (i, (key, value)) in members.enumerated() {
-                if i > 0 { out += "," }
+                if i > 0 { out.append(UInt8(ascii: ",")) }
                 JSONValue.writeString(key, to: &out)
-                out += ":"
+                out.append(UInt8(ascii: ":"))
                 value.write(to: &out)
             }
-            out += "}"
+            out.append(UInt8(ascii: "}"))
         }
     }
 
@@ -73,20 +77,30 @@ public indirect enum JSONValue: Sendable, Equatable {
         return "\(d)"
     }
 
-    private static func writeString(_ s: String, to out: inout String) {
-        out += "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                out += String(format: "\\u%04x", scalar.value)
-            default: out.unicodeScalars.append(scalar)
-            }
+    private static func writeString(_ s: String, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        // Most strings (names, ids, values) need no escape: copied whole, not byte by byte.
+        if !s.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            out += s.utf8
+        } else {
+            for byte in s.utf8 { appendEscaped(byte, to: &out) }
         }
-        out += "\""
+        out.append(UInt8(ascii: "\""))
+    }
+
+    /// One UTF-8 byte of a string: bytes of multi-byte characters are all ≥ 0x80 and go as they are.
+    private static func appendEscaped(_ byte: UInt8, to out: inout [UInt8]) {
+        switch byte {
+        case UInt8(ascii: "\""): out += #"\""#.utf8
+        case UInt8(ascii: "\\"): out += #"\\"#.utf8
+        case UInt8(ascii: "\n"): out += #"\n"#.utf8
+        case UInt8(ascii: "\r"): out += #"\r"#.utf8
+        case UInt8(ascii: "\t"): out += #"\t"#.utf8
+        case ..<0x20:
+            let hex = Array("0123456789abcdef".utf8)
+            out += #"\u00"#.utf8
+            out += [hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]]
+        default: out.append(byte)
+        }
     }
 }

@@ -15,21 +15,26 @@ public enum SeedShapes {
 
     /// `{"SensorNames":[...],"SensorIcon":[...],"SensorValues":[...]}` for one room; `extra` members follow.
     public static func room(_ room: Room, user: String, in home: Home, extra: [(String, JSONValue)] = []) -> JSONValue {
-        let key = RoomKey(user: user, room: room.id)
-        var names: [String] = []
-        var icons: [String] = []
-        var texts: [String] = []
-        for sensor in home.sensors(of: room, user: user) {
-            let value = home.value(of: sensor, in: key)
+        // Served on every seed-route request and published with every reading: one lookup of the
+        // room's values, and the JSON arrays built directly.
+        let values = home.values(in: RoomKey(user: user, room: room.id))
+        let sensors = home.sensors(of: room, user: user)
+        var names: [JSONValue] = []
+        var icons: [JSONValue] = []
+        var texts: [JSONValue] = []
+        names.reserveCapacity(sensors.count)
+        icons.reserveCapacity(sensors.count)
+        texts.reserveCapacity(sensors.count)
+        for sensor in sensors {
+            let value = values[sensor]
                 ?? (sensor.isNumeric ? .number(0) : sensor.seedWords == nil ? .text("") : .binary(false))
-            names.append(sensor.displayName)
-            icons.append(value.seedIcon(for: sensor))
-            texts.append(value.seedText(for: sensor))
+            let text = value.seedText(for: sensor)
+            names.append(.string(sensor.displayName))
+            icons.append(.string(value.seedIcon(for: sensor)))
+            texts.append(.string(text))
         }
-        return .object(
-            [("SensorNames", .strings(names)), ("SensorIcon", .strings(icons)), ("SensorValues", .strings(texts))]
-                + extra
-        )
+        return .object([("SensorNames", .array(names)), ("SensorIcon", .array(icons)), ("SensorValues", .array(texts))]
+            + extra)
     }
 
     /// `{"error":{"message":"..."}}`: every error answer.

@@ -59,6 +59,6 @@ public enum SensorValue: Sendable, Equatable {
         guard value.isFinite else { return "0" }
         let magnitude = value == 0 ? 0 : Int(floor(log10(abs(value))))
         let decimals = max(0, 2 - magnitude)
-        return String(format: "%.\(decimals)f", value)
+        return FixedDecimals.text(value, decimals: decimals)
     }
 }

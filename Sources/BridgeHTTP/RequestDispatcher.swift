@@ -56,7 +56,7 @@ final class RequestDispatcher: Sendable {
     private static func headerDictionary(_ headers: [(name: String, value: String)]) -> [String: String] {
         var dictionary: [String: String] = [:]
         for header in headers {
-            let name = header.name.lowercased()
+            let name = HTTPHeaderName.lowercased(header.name)
             if let existing = dictionary[name] {
                 dictionary[name] = existing + (name == "cookie" ? "; " : ", ") + header.value
             } else {

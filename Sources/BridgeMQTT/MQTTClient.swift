@@ -18,7 +18,10 @@ import Glibc
 ///   takes the TCP connection but never answers CONNECT within keepalive seconds.
 /// - QoS 1/2 publishes wait in a bounded queue of its own (`MQTTOutbox`, `maxQueued`) while the
 ///   broker is away, and go out in order once it is back; libmosquitto itself holds at most
-///   `maxInflight` unacknowledged messages, which it re-sends after a reconnect.
+///   `maxInflight` unacknowledged messages, which it re-sends after a reconnect. While connected
+///   the queue holds what the inflight window keeps back and drops nothing: producers wait for
+///   the broker through `waitForBacklog(below:)` instead (cut back to `maxQueued` if the
+///   connection is lost).
 /// - With `cleanSession` false the broker keeps the session between reconnects, and messages it
 ///   re-sends after a reconnect are marked (`MQTTMessage.isRedelivery`).
 ///
@@ -63,6 +66,24 @@ public final class MQTTClient: Sendable {
 
     /// Messages waiting in the client's own queue (mostly: while the broker is away).
     public var queuedMessages: Int { connection.state.withLock { $0.outbox.count } }
+
+    /// Messages not yet acknowledged by the broker: waiting in the client's queue, or handed to
+    /// libmosquitto (QoS 1/2) and waiting for their acknowledgement.
+    public var backlog: Int { connection.state.withLock { $0.outbox.count + $0.pending.count } }
+
+    /// Back-pressure for producers: waits while the client is connected and `backlog` is at
+    /// `limit` or more. While connected the queue never drops a message, so a producer that
+    /// publishes in bursts waits here between them; while the broker is away it returns at once
+    /// and the queue's bound (`maxQueued`) decides what is kept.
+    public func waitForBacklog(below limit: Int) async {
+        while !Task.isCancelled {
+            let waiting = connection.state.withLock { state in
+                state.phase == .connected && state.outbox.count + state.pending.count >= limit
+            }
+            guard waiting else { return }
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+    }
 
     /// Messages dropped from the queue since the client was made, because it was full.
     public var droppedMessages: Int { connection.state.withLock { $0.outbox.droppedTotal } }
@@ -121,9 +142,10 @@ public final class MQTTClient: Sendable {
 /// The libmosquitto client, its network thread and the state both share with callers.
 ///
 /// `@unchecked Sendable`: the `struct mosquitto *` is used by the network thread without the lock
-/// (libmosquitto's own locks make that safe, `mosquitto_threaded_set`), and by callers only with
-/// `state` locked and only before `stop()` destroys it (which happens after the thread ended,
-/// with `state` locked and `destroyed` set). Everything else mutable is in `state`.
+/// (libmosquitto's own locks make that safe, `mosquitto_threaded_set`), and by callers only before
+/// `stop()` destroys it: with `state` locked, or, for a publish, between counting itself in
+/// `publishing` and counting itself out. `stop()` destroys it after the thread ended, with `state`
+/// locked, `publishing` at 0 and `destroyed` set. Everything else mutable is in `state`.
 final class MQTTConnection: @unchecked Sendable {
     enum Phase: Equatable {
         case idle, connecting, connected, stopped
@@ -140,6 +162,13 @@ final class MQTTConnection: @unchecked Sendable {
         var subscriptions: [(filter: String, qos: Int)] = []
         /// QoS 1/2 message ids handed to libmosquitto and not yet acknowledged.
         var pending: Set<Int32> = []
+        /// Publishes inside `mosquitto_publish` right now, which runs without the lock.
+        var publishing = 0
+        /// Acknowledgements that came while a publish was still inside `mosquitto_publish`, before
+        /// it could register its id: that publish finds its id here and doesn't wait for an ack that
+        /// already came. Emptied whenever no publish is in progress, so ids nobody claims (QoS 0
+        /// messages also report when they were written) don't pile up.
+        var ackedEarly: Set<Int32> = []
         var outbox: MQTTOutbox
         var droppedSinceConnected = 0
         var queueFullReported = false
@@ -147,6 +176,15 @@ final class MQTTConnection: @unchecked Sendable {
         var failedAttempts = 0
         var nextAttemptDelay: Double?
         var attempts = 0
+
+        /// Counts messages the full queue dropped; the first drop of an outage is reported.
+        mutating func noteDropped(_ dropped: Int, notices: inout [MQTTNotice]) {
+            droppedSinceConnected += dropped
+            if !queueFullReported {
+                queueFullReported = true
+                notices.append(.queueFull(capacity: outbox.capacity))
+            }
+        }
     }
 
     /// How a connection attempt (and the connection, if there was one) ended.
@@ -271,7 +309,9 @@ final class MQTTConnection: @unchecked Sendable {
     }
 
     private func didPublish(messageID: Int32) {
-        state.withLock { _ = $0.pending.remove(messageID) }
+        state.withLock { state in
+            if state.pending.remove(messageID) == nil, state.publishing > 0 { state.ackedEarly.insert(messageID) }
+        }
     }
 
     private func didReceive(_ message: MQTTMessage) {
@@ -306,36 +346,45 @@ final class MQTTConnection: @unchecked Sendable {
               mosquitto_pub_topic_check(topic) == Int32(MOSQ_ERR_SUCCESS.rawValue)
         else { throw MQTTError("publish to \(topic)", code: Int32(MOSQ_ERR_INVAL.rawValue)) }
         var notices: [MQTTNotice] = []
-        let result = state.withLock { state -> Result<Int32, MQTTError> in
+        let route = state.withLock { state -> Result<Bool, MQTTError> in
             let connected = state.phase == .connected
             guard !state.destroyed, connected || qos > 0 else {
                 return .failure(MQTTError("publish to \(topic)", code: Int32(MOSQ_ERR_NO_CONN.rawValue)))
             }
-            if connected, state.outbox.isEmpty, qos == 0 || state.pending.count < window || configuration.maxQueued == 0 {
-                var messageID: Int32 = 0
-                let rc = payload.withUnsafeBytes { bytes in
-                    mosquitto_publish(mosq, &messageID, topic, Int32(bytes.count), bytes.baseAddress, Int32(qos), retain)
-                }
-                // For QoS > 0, NO_CONN means libmosquitto queued it for the reconnect.
-                if rc == Int32(MOSQ_ERR_SUCCESS.rawValue) || (qos > 0 && rc == Int32(MOSQ_ERR_NO_CONN.rawValue)) {
-                    if qos > 0 { state.pending.insert(messageID) }
-                    return .success(messageID)
-                }
-                return .failure(MQTTError("publish to \(topic)", code: rc))
+            let inWindow = qos == 0 || state.pending.count + state.publishing < window || configuration.maxQueued == 0
+            if connected, state.outbox.isEmpty, inWindow {
+                state.publishing += 1
+                return .success(true)
             }
-            let dropped = state.outbox.append(.init(topic: topic, payload: payload, qos: qos, retain: retain))
-            if dropped > 0 {
-                state.droppedSinceConnected += dropped
-                if !state.queueFullReported {
-                    state.queueFullReported = true
-                    notices.append(.queueFull(capacity: state.outbox.capacity))
-                }
-            }
+            // While connected the queue only holds what the inflight window keeps back, and drops
+            // nothing (producers wait on `backlog`); while the broker is away it is bounded.
+            let dropped = state.outbox.append(.init(topic: topic, payload: payload, qos: qos, retain: retain),
+                                              bounded: !connected)
+            if dropped > 0 { state.noteDropped(dropped, notices: &notices) }
             if connected { flush(&state) }
-            return .success(0)
+            return .success(false)
         }
         for notice in notices { configuration.onNotice?(notice) }
-        return try result.get()
+        guard try route.get() else { return 0 }
+        return try publishNow(topic: topic, payload: payload, qos: qos, retain: retain)
+    }
+
+    /// Hands a message to libmosquitto without holding `state`: libmosquitto takes its own locks
+    /// and wakes its network thread, whose acknowledgement callback needs `state` meanwhile.
+    private func publishNow(topic: String, payload: [UInt8], qos: Int, retain: Bool) throws(MQTTError) -> Int32 {
+        var messageID: Int32 = 0
+        let rc = payload.withUnsafeBytes { bytes in
+            mosquitto_publish(mosq, &messageID, topic, Int32(bytes.count), bytes.baseAddress, Int32(qos), retain)
+        }
+        // For QoS > 0, NO_CONN means libmosquitto queued it for the reconnect.
+        let accepted = rc == Int32(MOSQ_ERR_SUCCESS.rawValue) || (qos > 0 && rc == Int32(MOSQ_ERR_NO_CONN.rawValue))
+        state.withLock { state in
+            state.publishing -= 1
+            if accepted, qos > 0, state.ackedEarly.remove(messageID) == nil { state.pending.insert(messageID) }
+            if state.publishing == 0 { state.ackedEarly.removeAll(keepingCapacity: true) }
+        }
+        guard accepted else { throw MQTTError("publish to \(topic)", code: rc) }
+        return messageID
     }
 
     func subscribe(_ filter: String, qos: Int) throws(MQTTError) {
@@ -374,10 +423,15 @@ final class MQTTConnection: @unchecked Sendable {
             continuation.finish()
             return
         }
-        state.withLock { state in
+        // A publish may still be inside mosquitto_publish (outside the lock): destroy after it.
+        while !state.withLock({ state -> Bool in
+            guard state.publishing == 0 else { return false }
             state.destroyed = true
             state.phase = .stopped
             mosquitto_destroy(mosq)
+            return true
+        }) {
+            usleep(100)
         }
         continuation.finish()
     }
@@ -499,11 +553,16 @@ final class MQTTConnection: @unchecked Sendable {
             }
 
             if rc != Int32(MOSQ_ERR_SUCCESS.rawValue) || (forced != nil && now - forcedAt > 2) {
-                // The connection is over (closed by either side, refused, or given up on).
+                // The connection is over (closed by either side, refused, or given up on). What the
+                // queue held beyond its capacity while connected is cut back to it now.
+                var lostNotices: [MQTTNotice] = []
                 state.withLock { state in
                     if connectedAt != nil { state.redeliveries.connectionLost() }
                     state.phase = .idle
+                    let dropped = state.outbox.trim()
+                    if dropped > 0 { state.noteDropped(dropped, notices: &lostNotices) }
                 }
+                for notice in lostNotices { configuration.onNotice?(notice) }
                 if stopDeadline != nil { return .stopped(wasConnected: connectedAt != nil) }
                 if let forced { return forced }
                 let reason = MQTTConnection.describe(rc)

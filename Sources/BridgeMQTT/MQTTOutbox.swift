@@ -1,8 +1,10 @@
-/// Messages waiting for the broker, oldest first, bounded by `capacity`.
+/// Messages waiting for the broker, oldest first, bounded by `capacity` while the broker is away.
 ///
 /// Publishes wait here while the client is not connected (and, while connected, when
 /// `maxInflight` messages are already unacknowledged), so what libmosquitto holds stays small and
-/// this queue decides what to give up when the broker is away for long. When it is full, the
+/// this queue decides what to give up when the broker is away for long. While connected nothing
+/// is dropped (`append(_:bounded: false)`): the broker is draining the queue and producers wait
+/// for it; `trim()` brings the queue back within `capacity` when the connection is lost. When it is full, the
 /// oldest *superseded* message goes first: a retained message for a topic that has a newer
 /// retained message queued behind it (only the newest value of a retained topic matters to a
 /// subscriber that arrives later). Only when nothing is superseded does the oldest message go.
@@ -37,11 +39,11 @@ struct MQTTOutbox {
     var count: Int { entries.count }
     var isEmpty: Bool { entries.isEmpty }
 
-    /// Queues `message` at the end, dropping what must go to stay within `capacity`.
+    /// Queues `message` at the end; when `bounded`, drops what must go to stay within `capacity`.
     /// - Returns: how many messages were dropped (possibly `message` itself when capacity is 0).
     @discardableResult
-    mutating func append(_ message: Message) -> Int {
-        guard capacity > 0 else {
+    mutating func append(_ message: Message, bounded: Bool = true) -> Int {
+        guard capacity > 0 || !bounded else {
             droppedTotal += 1
             return 1
         }
@@ -54,6 +56,12 @@ struct MQTTOutbox {
             newestRetained[message.topic] = sequence
         }
         entries[sequence] = message
+        return bounded ? trim() : 0
+    }
+
+    /// Drops what must go to bring the queue within `capacity`; returns how many.
+    @discardableResult
+    mutating func trim() -> Int {
         var dropped = 0
         while entries.count > capacity {
             dropOne()

@@ -308,6 +308,8 @@ public final class Bridge: Sendable {
             } else {
                 await Task.yield()
             }
+            // A step waits for the broker rather than queue without end (interval 0, a large home).
+            await mqtt.waitForBacklog(below: HomeController.backlogLimit)
             controller.record(simulator.step(), publish: true)
         }
     }
@@ -320,14 +322,14 @@ public final class Bridge: Sendable {
         logger.info("Home Assistant is online; republishing discovery and states", ["delay_ms": String(delay)])
         Task {
             try? await Task.sleep(for: .milliseconds(delay))
-            controller.publishEverything()
+            controller.republishEverything()
         }
     }
 
     /// Clears this bridge's retained discovery configs for entities it no longer has.
     private func sweepStaleConfigs() async {
         try? await Task.sleep(for: DiscoverySweep.window)
-        let current = Set(controller.discovery?.configs(home: controller.store.home).map(\.topic) ?? [])
+        let current = controller.discovery?.configTopics(home: controller.store.home) ?? []
         var remembered: Set<String> = []
         do {
             remembered = try announced.topics()
@@ -403,7 +405,7 @@ public final class Bridge: Sendable {
             case .connected:
                 logger.info("connected to broker", ["broker": brokerAddress])
                 wasConnected = true
-                controller.publishEverything()
+                controller.republishEverything()
                 if sweep.begin() {
                     Task { await self.sweepStaleConfigs() }
                 }

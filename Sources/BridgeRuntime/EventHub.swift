@@ -29,13 +29,14 @@ final class EventHub: Sendable {
         prune()
     }
 
-    /// Sends an event to every stream of `user`.
-    func send(user: String, event name: String, _ data: JSONValue) {
+    /// Sends an event to every stream of `user`; `data` is built only if there is one (most
+    /// readings have no listener).
+    func send(user: String, event name: String, _ data: @autoclosure () -> JSONValue) {
         guard hasStreams(user: user) else { return }
-        send(user: user, bytes: ServerSentEvents.event(name, data))
+        send(user: user, bytes: ServerSentEvents.event(name, data()))
     }
 
-    /// Whether a user has a client listening (events for nobody are not even built).
+    /// Whether a user has a client listening.
     func hasStreams(user: String) -> Bool {
         streams.withLock { $0[user]?.isEmpty == false }
     }

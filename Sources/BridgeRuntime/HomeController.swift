@@ -2,6 +2,7 @@ import BridgeCore
 import BridgeMQTT
 import BridgeStorage
 import Foundation
+import Synchronization
 
 /// The bridge's state and the one path every change takes: readings and commands are applied to
 /// the home, published over MQTT, and seen by HTTP at once.
@@ -47,51 +48,74 @@ final class HomeController: Sendable {
 
     // MARK: Publishing
 
+    /// How many messages may wait for the broker before a producer of many (a simulator tick, the
+    /// retained state after a connect) waits for it: the back-pressure that keeps every reading
+    /// while connected without holding a whole large home in memory at once.
+    static let backlogLimit = 2_000
+
+    /// The retained state being republished, if it still is.
+    private let republishing = Mutex<Task<Void, Never>?>(nil)
+
+    /// Starts `publishEverything()` without holding up the caller (which handles the broker's
+    /// events), in place of one still running from an earlier connection.
+    func republishEverything() {
+        let task = Task { await self.publishEverything() }
+        republishing.withLock { current in
+            current?.cancel()
+            current = task
+        }
+    }
+
     /// Publishes state, info and every current value, retained: after every (re)connect, so a
-    /// broker that restarted without persistence has the whole home again.
-    func publishEverything() {
+    /// broker that restarted without persistence has the whole home again. Room by room, waiting
+    /// for the broker between rooms, so a large home never has all its Home Assistant configs
+    /// and values built and queued at once.
+    func publishEverything() async {
         let info = BridgeInfo(version: Bridge.version, sourceKind: configuration.source.kind.rawValue,
                               users: configuration.users, startedAt: startedAt)
         if membership.isClustered { publish(topics.instanceState(membership.index), "online") }
         publish(topics.bridgeState, "online")
         publish(topics.bridgeInfo, info.json.serialized)
-        var configs = 0
-        if let discovery {
-            // Configs before states, so Home Assistant has each entity when its state arrives.
-            for config in discovery.configs(home: store.home, users: { membership.owns($0.id) }) {
-                publish(config.topic, config.payload.serialized)
-                configs += 1
+        if let discovery { publish(discovery.bridgeConfig.topic, discovery.bridgeConfig.payload.serialized) }
+        var published = discovery == nil ? 2 : 3
+        for user in configuration.users where membership.owns(user.id) {
+            for room in user.rooms {
+                await mqtt.waitForBacklog(below: Self.backlogLimit)
+                if Task.isCancelled { return }
+                published += publishRetained(user: user, room: room)
             }
         }
-        let messages: [(String, String)] = store.withLock { state in
-            let now = store.now
-            var messages: [(String, String)] = []
-            for reading in state.home.allReadings where membership.owns(reading.user) {
-                messages.append((topics.sensor(user: reading.user, room: reading.room, sensor: reading.sensor),
-                                 reading.value.mqttPayload))
-            }
-            for user in state.home.users where membership.owns(user.id) {
-                for room in user.rooms {
-                    messages.append((topics.room(user: user.id, room: room.id),
-                                     SeedShapes.room(room, user: user.id, in: state.home).serialized))
+        logger.info("published retained state", ["messages": String(published)])
+    }
+
+    /// One room's retained messages: its Home Assistant configs first (so Home Assistant has each
+    /// entity when its state arrives), its values and room JSON, and its availability when polled.
+    private func publishRetained(user: User, room: Room) -> Int {
+        var messages: [(String, String)] = []
+        let key = RoomKey(user: user.id, room: room.id)
+        store.withLock { state in
+            if let discovery {
+                messages = discovery.configs(user: user, room: room, home: state.home).map {
+                    ($0.topic, $0.payload.serialized)
                 }
             }
-            for (topic, payload) in messages { state.tracker.markPublished(topic: topic, payload: payload, now: now) }
-            return messages
+            let now = store.now
+            let current = state.home.values(in: key)
+            var values: [(String, String)] = state.home.sensors(of: room, user: user.id).compactMap { sensor in
+                current[sensor].map { (topics.sensor(user: user.id, room: room.id, sensor: sensor), $0.mqttPayload) }
+            }
+            values.append((topics.room(user: user.id, room: room.id),
+                           SeedShapes.room(room, user: user.id, in: state.home).serialized))
+            for (topic, payload) in values { state.tracker.markPublished(topic: topic, payload: payload, now: now) }
+            messages += values
+            // Polled rooms (their upstream can fail) and a cluster's rooms (their instance can die).
+            if configuration.source.kind == .rest || membership.isClustered {
+                messages.append((topics.availability(user: user.id, room: room.id),
+                                 state.offline.contains(key) ? "offline" : "online"))
+            }
         }
         for (topic, payload) in messages { publish(topic, payload) }
-        var availability = 0
-        if configuration.source.kind == .rest || membership.isClustered {
-            let offline = store.withLock { $0.offline }
-            for user in configuration.users where membership.owns(user.id) {
-                for room in user.rooms {
-                    let key = RoomKey(user: user.id, room: room.id)
-                    publish(topics.availability(user: user.id, room: room.id), offline.contains(key) ? "offline" : "online")
-                    availability += 1
-                }
-            }
-        }
-        logger.info("published retained state", ["messages": String(messages.count + availability + configs + 2)])
+        return messages.count
     }
 
     /// Cluster: another instance went offline without saying so for its rooms (it was killed or
@@ -118,6 +142,7 @@ final class HomeController: Sendable {
             var events: [(String, JSONValue)] = []
             var rows: [HistoryStore.Row] = []
             var touchedRooms: [RoomKey] = []
+            var touched: Set<RoomKey> = []
             for reading in readings {
                 let key = RoomKey(user: reading.user, room: reading.room)
                 let changed = state.home.record(reading, at: time)
@@ -131,7 +156,7 @@ final class HomeController: Sendable {
                     messages.append((topic, payload))
                     rows.append(HistoryStore.Row(user: reading.user, room: reading.room, sensor: reading.sensor.id,
                                                  time: time, value: payload))
-                    if touchedRooms.last != key, !touchedRooms.contains(key) { touchedRooms.append(key) }
+                    if touched.insert(key).inserted { touchedRooms.append(key) }
                 }
             }
             for key in touchedRooms {
@@ -303,9 +328,10 @@ final class HomeController: Sendable {
         }
     }
 
-    /// A published reading, as a `state` event on the user's HTTP event streams.
+    /// A published reading, as a `state` event on the user's HTTP event streams (built only when
+    /// the user has one open).
     func streamState(_ row: HistoryStore.Row) {
-        events.send(user: row.user, event: "state", .object([
+        events.send(user: row.user, event: "state", JSONValue.object([
             ("type", .string("state")), ("room", .string(row.room)), ("sensor", .string(row.sensor)),
             ("value", .string(row.value)), ("at", .string(Timestamp.iso8601(row.time))),
         ]))

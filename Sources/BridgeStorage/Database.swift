@@ -21,7 +21,9 @@ public enum SQLValue: Sendable, Equatable {
 }
 
 /// One SQLite database file: opened in WAL mode, its schema brought up to date at open, every
-/// statement prepared with bound parameters.
+/// statement prepared with bound parameters. Statements are prepared once per connection and
+/// reused (`StatementCache`); those that run once (set-up pragmas, migrations) go through
+/// `executeOnce`, so they don't take a place in the cache.
 ///
 /// One connection serves the whole bridge; a `Mutex` serialises its use, because libmicrohttpd's
 /// threads and async code both reach it.
@@ -47,10 +49,11 @@ public final class Database: Sendable {
         connection = Mutex(DatabaseConnection(raw))
         // WAL lets readers and the writer overlap; NORMAL sync is durable against process crashes
         // (a SIGKILLed bridge loses nothing committed), which is the failure a home bridge sees.
-        try execute("PRAGMA journal_mode = WAL")
-        try execute("PRAGMA synchronous = NORMAL")
-        try execute("PRAGMA foreign_keys = ON")
-        try execute("PRAGMA busy_timeout = 5000")
+        for pragma in ["journal_mode = WAL", "synchronous = NORMAL", "foreign_keys = ON", "busy_timeout = 5000"] {
+            try connection.withLock { (handle: inout DatabaseConnection) throws(StorageError) in
+                try handle.executeOnce("PRAGMA \(pragma)")
+            }
+        }
         try migrate(migrations)
     }
 
@@ -63,8 +66,8 @@ public final class Database: Sendable {
         let current = schemaVersion
         for migration in migrations where migration.version > current {
             try transaction { (connection: borrowing DatabaseConnection) throws(StorageError) in
-                for statement in migration.statements { try connection.execute(statement) }
-                try connection.execute("PRAGMA user_version = \(migration.version)")
+                for statement in migration.statements { try connection.executeOnce(statement) }
+                try connection.executeOnce("PRAGMA user_version = \(migration.version)")
             }
         }
     }
@@ -106,12 +109,15 @@ public final class Database: Sendable {
 /// reason: the lock, not the type, keeps threads apart).
 public struct DatabaseConnection: ~Copyable, @unchecked Sendable {
     let raw: OpaquePointer
+    /// Enough for every statement the bridge's stores run; see `StatementCache`.
+    private let cache = StatementCache(capacity: 64)
 
     init(_ raw: OpaquePointer) {
         self.raw = raw
     }
 
     deinit {
+        cache.finalizeAll()
         sqlite3_close_v2(raw)
     }
 
@@ -125,14 +131,52 @@ public struct DatabaseConnection: ~Copyable, @unchecked Sendable {
         return Int(sqlite3_changes(raw))
     }
 
-    /// Runs a statement and returns its rows.
-    public func query(_ sql: String, _ bindings: [SQLValue] = []) throws(StorageError) -> [[SQLValue]] {
-        var statement: OpaquePointer?
-        let prepared = sqlite3_prepare_v2(raw, sql, -1, &statement, nil)
-        guard prepared == SQLITE_OK, let statement else {
-            throw StorageError("prepare \(sql.prefix(60))", code: prepared, message: String(cString: sqlite3_errmsg(raw)))
-        }
+    /// Runs a statement that runs once (a migration step, a set-up pragma): prepared, run and
+    /// finalized, never cached.
+    public func executeOnce(_ sql: String) throws(StorageError) {
+        let statement = try prepare(sql, flags: 0)
         defer { sqlite3_finalize(statement) }
+        _ = try run(statement, sql: sql, bindings: [])
+    }
+
+    /// Runs a statement and returns its rows. The statement is prepared on its first run and kept
+    /// for later ones (reset and its bindings cleared after every run, failed or not).
+    public func query(_ sql: String, _ bindings: [SQLValue] = []) throws(StorageError) -> [[SQLValue]] {
+        if let cached = cache.statement(for: sql) {
+            return try runAndReset(cached, sql: sql, bindings: bindings)
+        }
+        let statement = try prepare(sql, flags: UInt32(SQLITE_PREPARE_PERSISTENT))
+        guard cache.keep(statement, for: sql) else {
+            defer { sqlite3_finalize(statement) }
+            return try run(statement, sql: sql, bindings: bindings)
+        }
+        return try runAndReset(statement, sql: sql, bindings: bindings)
+    }
+
+    private func prepare(_ sql: String, flags: UInt32) throws(StorageError) -> OpaquePointer {
+        var statement: OpaquePointer?
+        let rc = sqlite3_prepare_v3(raw, sql, -1, flags, &statement, nil)
+        guard rc == SQLITE_OK, let statement else {
+            throw StorageError("prepare \(sql.prefix(60))", code: rc, message: String(cString: sqlite3_errmsg(raw)))
+        }
+        return statement
+    }
+
+    /// Runs a kept statement and leaves it ready for the next run: reset (which also ends a read
+    /// that stopped early) and with no bound values holding on to text.
+    private func runAndReset(_ statement: OpaquePointer, sql: String, bindings: [SQLValue])
+        throws(StorageError) -> [[SQLValue]]
+    {
+        defer {
+            sqlite3_reset(statement)
+            sqlite3_clear_bindings(statement)
+        }
+        return try run(statement, sql: sql, bindings: bindings)
+    }
+
+    private func run(_ statement: OpaquePointer, sql: String, bindings: [SQLValue])
+        throws(StorageError) -> [[SQLValue]]
+    {
         for (index, value) in bindings.enumerated() {
             let position = Int32(index + 1)
             let rc: Int32

@@ -32,20 +32,39 @@ public struct HistoryStore: Sendable {
         guard !rows.isEmpty else { return }
         try database.transaction { (connection: borrowing DatabaseConnection) throws(StorageError) in
             for row in rows {
-                let values: [SQLValue] = [.text(row.user), .text(row.room), .text(row.sensor),
-                                          .real(row.time.timeIntervalSince1970), .text(row.value)]
                 try connection.execute("INSERT INTO readings (user_id, room_id, sensor, t, value) VALUES (?, ?, ?, ?, ?)",
-                                       values)
+                                       HistoryStore.values(row))
+            }
+            // A busy sensor has many rows in a batch; only its newest is its last value.
+            for row in HistoryStore.newestPerSensor(rows) {
                 try connection.execute(
                     """
                     INSERT INTO sensor_state (user_id, room_id, sensor, updated_at, value) VALUES (?, ?, ?, ?, ?)
                     ON CONFLICT (user_id, room_id, sensor) DO UPDATE SET value = excluded.value,
                         updated_at = excluded.updated_at
                     """,
-                    values
+                    HistoryStore.values(row)
                 )
             }
         }
+    }
+
+    private static func values(_ row: Row) -> [SQLValue] {
+        [.text(row.user), .text(row.room), .text(row.sensor), .real(row.time.timeIntervalSince1970), .text(row.value)]
+    }
+
+    /// The last row of each sensor, in the order of those rows.
+    static func newestPerSensor(_ rows: [Row]) -> [Row] {
+        struct Sensor: Hashable {
+            var user: String
+            var room: String
+            var sensor: String
+        }
+        var last: [Sensor: Int] = [:]
+        for (index, row) in rows.enumerated() {
+            last[Sensor(user: row.user, room: row.room, sensor: row.sensor)] = index
+        }
+        return last.values.sorted().map { rows[$0] }
     }
 
     /// Readings of one sensor at or after `since`, oldest first, at most `limit`.

@@ -91,4 +91,18 @@ import Testing
                                         health: { healthy })
         #expect(response.header("content-type")?.hasPrefix("application/json") == true)
     }
+
+    @Test func headerNamesIgnoreASCIICaseOnly() {
+        #expect(HTTPHeaderName.equal("Content-Type", "content-TYPE"))
+        #expect(!HTTPHeaderName.equal("Content-Type", "Content-Typf"))
+        #expect(!HTTPHeaderName.equal("Content-Type", "Content-Type "))
+        #expect(!HTTPHeaderName.equal("[", "{"), "only letters fold")
+        #expect(HTTPHeaderName.lowercased("X-Frame-Options") == "x-frame-options")
+        #expect(HTTPHeaderName.lowercased("cookie") == "cookie")
+        #expect(HTTPHeaderName.lowercased("X-Ünïcode") == "x-Ünïcode")
+        let response = HTTPRoutes.secured(HTTPResponse(status: 200, headers: [("x-frame-options", "SAMEORIGIN")]))
+        #expect(response.headers.filter { HTTPHeaderName.equal($0.name, "X-Frame-Options") }.count == 1)
+        #expect(response.header("X-FRAME-OPTIONS") == "SAMEORIGIN")
+        #expect(response.header("Referrer-Policy") == "no-referrer")
+    }
 }

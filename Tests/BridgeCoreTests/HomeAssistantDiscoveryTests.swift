@@ -105,6 +105,21 @@ import Testing
         #expect(prefixed.statusTopic == "ha/status")
     }
 
+    /// The sweep compares topics only; they must be exactly the configs' topics, a sensor an
+    /// upstream reported beyond the configured ones included.
+    @Test func configTopicsAreTheConfigsTopicsRoomByRoom() {
+        var home = Fixtures.home()
+        home.record(Reading(user: user.id, room: user.rooms[0].id, sensor: .named("CO2 level"), value: .text("410")),
+                    at: Date())
+        let configs = discovery.configs(home: home)
+        #expect(configs.count == 1 + 16 * 4 + 1)
+        #expect(discovery.configTopics(home: home) == Set(configs.map(\.topic)))
+        let byRoom = home.users.flatMap { user in
+            user.rooms.flatMap { discovery.configs(user: user, room: $0, home: home) }
+        }
+        #expect([discovery.bridgeConfig] + byRoom == configs)
+    }
+
     @Test func ownConfigsAreRecognised() {
         let own = discovery.config(user: user, room: user.rooms[0], sensor: .lights).payload.bytes
         #expect(discovery.isOwn(payload: own))

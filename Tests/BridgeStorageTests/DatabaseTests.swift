@@ -84,6 +84,50 @@ import Testing
         #expect(try upgraded.query("SELECT name FROM sqlite_master WHERE name = 'sessions'").isEmpty)
     }
 
+    /// Statements are kept prepared between runs: each run must start clean, after a failed run too.
+    @Test func reusedStatementsForgetTheirLastRun() throws {
+        let database = try Database(path: path)
+        #expect(try database.query("SELECT ?, ?", [.integer(1), .text("a")]) == [[.integer(1), .text("a")]])
+        #expect(try database.query("SELECT ?, ?", [.integer(2)]) == [[.integer(2), .null]], "no stale binding")
+        let insert = "INSERT INTO revoked_sessions (id, expires_at) VALUES (?, ?)"
+        try database.execute(insert, [.text("t1"), .integer(10)])
+        #expect(throws: StorageError.self) {
+            try database.execute(insert, [.text("t1"), .integer(20)])  // duplicate key
+        }
+        #expect(try database.execute(insert, [.text("t2"), .integer(10)]) == 1)
+        // A read whose rows were all taken must not keep a read transaction open against the writer.
+        #expect(try database.query("SELECT id FROM revoked_sessions ORDER BY id").count == 2)
+        let deleted = try database.transaction { (connection: borrowing DatabaseConnection) throws(StorageError) in
+            try connection.execute("DELETE FROM revoked_sessions WHERE id = ?", [.text("t1")])
+        }
+        #expect(deleted == 1)
+        #expect(try database.query("SELECT id FROM revoked_sessions ORDER BY id") == [[.text("t2")]])
+    }
+
+    /// More distinct statements than the cache holds still run (prepared per run past its size).
+    @Test func statementsBeyondTheCacheStillRun() throws {
+        let database = try Database(path: path)
+        for number in 0..<200 {
+            #expect(try database.query("SELECT \(number) + ?", [.integer(1)]) == [[.integer(Int64(number) + 1)]])
+        }
+        #expect(try database.query("SELECT 5 + ?", [.integer(2)]) == [[.integer(7)]])
+    }
+
+    @Test func eachSensorKeepsItsNewestValueOfABatch() throws {
+        let history = HistoryStore(database: try Database(path: path))
+        let start = Date(timeIntervalSince1970: 1_000)
+        let rows = (0..<6).map { step in
+            HistoryStore.Row(user: "1", room: step % 2 == 0 ? "kitchen" : "garden", sensor: "temperature",
+                             time: start.addingTimeInterval(Double(step)), value: "2\(step).0")
+        }
+        try history.append(rows)
+        #expect(try history.count() == 6)
+        let last = try history.lastValues().sorted { $0.room < $1.room }
+        #expect(last == [rows[5], rows[4]])
+        try history.append([rows[0]])
+        #expect(try history.lastValues().first { $0.room == "kitchen" }?.value == "20.0")
+    }
+
     @Test func aFileThatIsNotADatabaseIsAClearError() throws {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let junk = folder.appendingPathComponent("junk.sqlite").path

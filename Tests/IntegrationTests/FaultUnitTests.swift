@@ -55,6 +55,19 @@ import Testing
         }
     }
 
+    /// While connected the queue is the broker's backlog and keeps every reading; when the
+    /// connection goes, it is cut back to its capacity, superseded values first.
+    @Test func whileConnectedNothingIsDroppedUntilTheConnectionGoes() {
+        var outbox = MQTTOutbox(capacity: 3)
+        for step in 0..<6 {
+            #expect(outbox.append(Self.message(step < 4 ? "a" : "b", String(step)), bounded: false) == 0)
+        }
+        #expect(outbox.count == 6 && outbox.droppedTotal == 0)
+        #expect(outbox.trim() == 3)
+        #expect(Self.drain(&outbox) == ["a=3", "b=4", "b=5"])
+        #expect(outbox.droppedTotal == 3)
+    }
+
     @Test func aZeroCapacityQueueHoldsNothing() {
         var outbox = MQTTOutbox(capacity: 0)
         #expect(outbox.append(Self.message("a", "1")) == 1)
