@@ -67,11 +67,8 @@ public final class MQTTClient: Sendable {
     /// Messages waiting in the client's own queue (mostly: while the broker is away).
     public var queuedMessages: Int { connection.state.withLock { $0.outbox.count } }
 
-    /// Messages not yet acknowledged by the broker: waiting in the client's queue, or handed to
-    /// libmosquitto (QoS 1/2) and waiting for their acknowledgement.
-    public var backlog: Int { connection.state.withLock { $0.outbox.count + $0.pending.count } }
-
-    /// Back-pressure for producers: waits while the client is connected and `backlog` is at
+    /// Back-pressure for producers: waits while the client is connected and its backlog (messages
+    /// in its queue, and QoS 1/2 messages handed to libmosquitto and not yet acknowledged) is at
     /// `limit` or more. While connected the queue never drops a message, so a producer that
     /// publishes in bursts waits here between them; while the broker is away it returns at once
     /// and the queue's bound (`maxQueued`) decides what is kept.
@@ -357,7 +354,7 @@ final class MQTTConnection: @unchecked Sendable {
                 return .success(true)
             }
             // While connected the queue only holds what the inflight window keeps back, and drops
-            // nothing (producers wait on `backlog`); while the broker is away it is bounded.
+            // nothing (producers wait in `waitForBacklog`); while the broker is away it is bounded.
             let dropped = state.outbox.append(.init(topic: topic, payload: payload, qos: qos, retain: retain),
                                               bounded: !connected)
             if dropped > 0 { state.noteDropped(dropped, notices: &notices) }
