@@ -55,6 +55,12 @@ def measure(ctx: dict, rooms: int, instances: int) -> dict:
                 "rss_peak_since_start_mib": harness.rss_kib(bridge.pid, "VmHWM") / 1024,
                 "ready_s": bridge.ready_seconds,
             })
+        if instances > 1:
+            first_ms, again_ms = first_request_ms(bridges[0], rooms, instances)
+            harness.log(f"{label}: a user another instance owns, first request on instance 0 {first_ms:.1f} ms "
+                        f"(subscribes, waits for the retained values), next {again_ms:.1f} ms")
+        else:
+            first_ms = again_ms = None
         cpu_total = sum(i["cpu_seconds"] for i in per_instance)
         result = {
             "rooms": rooms,
@@ -67,6 +73,8 @@ def measure(ctx: dict, rooms: int, instances: int) -> dict:
             "rss_total_mib": sum(i["rss_max_mib"] for i in per_instance),
             "us_cpu_per_reading": cpu_total * 1e6 / readings if readings else None,
             "aligned": counted.get("aligned"),
+            "first_request_ms": first_ms,
+            "next_request_ms": again_ms,
         }
         harness.log(f"{label}: {result['readings_per_s']:,.0f} readings/s delivered; per instance "
                     + ", ".join(f"{i['cpu_pct']:.1f} % CPU / {i['rss_max_mib']:.0f} MiB" for i in per_instance))
@@ -75,6 +83,31 @@ def measure(ctx: dict, rooms: int, instances: int) -> dict:
         for bridge in bridges:
             bridge.stop()
         broker.stop()
+
+
+def owner(user_id: str, instances: int) -> int:
+    """The instance that owns a user: 64-bit FNV-1a of the id, modulo the instances (as the bridge's
+    ClusterMembership)."""
+    value = 0xcbf29ce484222325
+    for byte in user_id.encode():
+        value = ((value ^ byte) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return value % instances
+
+
+def first_request_ms(bridge, rooms: int, instances: int) -> tuple[float, float]:
+    """GET /rooms/<user>/Kitchen on instance 0 for a user another instance owns: the first request
+    subscribes to the user's topics and waits for their retained values; the next is served from
+    memory. (write_config numbers the users 1 … rooms/8.)"""
+    user = next(u for u in range((rooms + 7) // 8, 0, -1) if owner(str(u), instances) != 0)
+    url = f"http://127.0.0.1:{bridge.http_port}/rooms/{user}/Kitchen"
+    t0 = time.monotonic()
+    status, _ = harness.http_get(url)
+    first = (time.monotonic() - t0) * 1000
+    if status != 200:
+        raise RuntimeError(f"GET {url} answered {status}")
+    t0 = time.monotonic()
+    harness.http_get(url)
+    return first, (time.monotonic() - t0) * 1000
 
 
 def table(results: list[dict]) -> str:
