@@ -124,11 +124,21 @@ extension HTTPRoutes {
     /// The token of an `Authorization: Bearer <token>` header.
     static func bearerToken(_ request: HTTPRequest) -> String? {
         guard let value = request.headers["authorization"] else { return nil }
-        let parts = value.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
-        let token = parts[1].trimmingCharacters(in: .whitespaces)
+        // Byte by byte rather than through Foundation's trimming: this runs on every API request.
+        let bytes = Array(value.utf8)
+        let isBlank = { (byte: UInt8) in byte == 0x20 || byte == 0x09 }
+        var start = bytes.firstIndex { !isBlank($0) } ?? bytes.endIndex
+        let scheme = Array("bearer".utf8)
+        guard bytes.count - start > scheme.count,
+              zip(bytes[start...], scheme).allSatisfy({ $0 | 0x20 == $1 }), isBlank(bytes[start + scheme.count])
+        else { return nil }
+        start += scheme.count
+        while start < bytes.count, isBlank(bytes[start]) { start += 1 }
+        var end = bytes.count
+        while end > start, isBlank(bytes[end - 1]) { end -= 1 }
         // Signed tokens carry the user id, so their length follows it; 1 KiB still caps the work.
-        return token.isEmpty || token.utf8.count > 1024 ? nil : token
+        guard end > start, end - start <= 1024 else { return nil }
+        return String(decoding: bytes[start..<end], as: UTF8.self)
     }
 
     static var unauthorized: HTTPResponse {

@@ -23,7 +23,7 @@ public struct SessionClaims: Sendable, Equatable {
     public init?(payload: [UInt8]) {
         guard payload.count > Self.headerBytes, payload[0] == Self.version else { return nil }
         let expiry = payload[(1 + Self.idBytes)..<Self.headerBytes].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-        guard let user = String(validating: payload[Self.headerBytes...], as: UTF8.self),
+        guard let user = String(validating: Array(payload[Self.headerBytes...]), as: UTF8.self),
               expiry <= UInt64(Int64.max) else { return nil }
         self.init(id: Array(payload[1...Self.idBytes]), userID: user, expiresAt: Int64(expiry))
     }
@@ -42,7 +42,13 @@ public struct SessionClaims: Sendable, Equatable {
     }
 
     public static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef")
-        return String(bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 0x0f)]] })
+        let digits = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        text.reserveCapacity(bytes.count * 2)
+        for byte in bytes {
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: text, as: UTF8.self)
     }
 }

@@ -45,8 +45,10 @@ public struct SessionSigner: Sendable {
     /// The payload of a token whose MAC is right for this key, `nil` for anything else. The MAC
     /// comparison is libsodium's, in constant time.
     public func verify(_ token: String) -> [UInt8]? {
-        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 2, let payload = Base64URL.decode(parts[0]), let mac = Base64URL.decode(parts[1]),
+        // Split on the byte: String's Character-wise split showed in every API request's profile.
+        let bytes = Array(token.utf8)
+        guard let dot = bytes.firstIndex(of: UInt8(ascii: ".")), !bytes[(dot + 1)...].contains(UInt8(ascii: ".")),
+              let payload = Base64URL.decode(bytes[..<dot]), let mac = Base64URL.decode(bytes[(dot + 1)...]),
               mac.count == Self.macBytes else { return nil }
         return crypto_auth_verify(mac, payload, UInt64(payload.count), key) == 0 ? payload : nil
     }
@@ -82,8 +84,8 @@ enum Base64URL {
 
     /// The bytes of `text`, `nil` unless every character is in the alphabet (libsodium fails
     /// when given no end pointer and something else follows) and the length is possible.
-    static func decode(_ text: Substring) -> [UInt8]? {
-        let input = Array(text.utf8)
+    static func decode(_ text: ArraySlice<UInt8>) -> [UInt8]? {
+        let input = Array(text)
         guard !input.isEmpty else { return nil }
         var output = [UInt8](repeating: 0, count: input.count * 3 / 4 + 1)
         var written = 0

@@ -106,3 +106,26 @@ import Testing
         #expect(response.header("Referrer-Policy") == "no-referrer")
     }
 }
+
+@Suite struct BearerTokenTests {
+    func token(_ header: String) -> String? {
+        HTTPRoutes.bearerToken(HTTPRequest(method: "GET", path: "/api/v1/rooms", headers: ["authorization": header]))
+    }
+
+    @Test func theSchemeIsCaseInsensitiveAndBlanksAroundAreIgnored() {
+        #expect(token("Bearer abc.def") == "abc.def")
+        #expect(token("bearer abc") == "abc")
+        #expect(token("BEARER   abc  ") == "abc")
+        #expect(token("  Bearer abc") == "abc")
+    }
+
+    @Test func anythingElseIsNoToken() {
+        #expect(token("") == nil)
+        #expect(token("Bearer") == nil)
+        #expect(token("Bearer ") == nil)
+        #expect(token("Bearerabc") == nil)
+        #expect(token("Basic abc") == nil)
+        #expect(token("Bearer " + String(repeating: "a", count: 1025)) == nil)
+        #expect(token("Bearer " + String(repeating: "a", count: 1024))?.count == 1024)
+    }
+}
