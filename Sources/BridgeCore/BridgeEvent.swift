@@ -65,7 +65,56 @@ public struct BridgeInfo: Sendable {
 
 /// ISO 8601 timestamps in UTC with milliseconds, as every JSON the bridge sends uses them.
 public enum Timestamp {
+    /// `2026-11-29T19:51:22.123Z`: UTC with milliseconds, as Foundation's
+    /// `ISO8601FormatStyle(includingFractionalSeconds: true)` writes it, but in integer arithmetic:
+    /// it stamps every API room answer and event, where Foundation's formatter showed in profiles.
     public static func iso8601(_ date: Date) -> String {
-        Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(date)
+        let seconds = date.timeIntervalSince1970
+        // Outside years 1–9999 the fixed-width form doesn't apply: leave those to Foundation.
+        guard seconds.isFinite, (-62_135_596_800.0..<253_402_300_800.0).contains(seconds) else {
+            return Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(date)
+        }
+        // Whole seconds and the fraction from the reference-date interval, as Foundation takes them,
+        // so the milliseconds are truncated alike.
+        let sinceReference = date.timeIntervalSinceReferenceDate
+        let whole = sinceReference.rounded(.down)
+        let fraction = Int64(((sinceReference - whole) * 1000).rounded(.down))
+        let millis = (Int64(whole) + 978_307_200) * 1000 + min(fraction, 999)
+        let (days, msOfDay) = millis.quotientAndRemainder(dividingBy: 86_400_000)
+        let (day, ms) = msOfDay < 0 ? (days - 1, msOfDay + 86_400_000) : (days, msOfDay)
+        let (year, month, dayOfMonth) = civil(fromDays: day)
+        var text: [UInt8] = []
+        text.reserveCapacity(24)
+        func digits(_ value: Int64, _ width: Int) {
+            var divisor: Int64 = 1
+            for _ in 1..<width { divisor *= 10 }
+            var rest = value
+            while divisor > 0 {
+                text.append(UInt8(ascii: "0") + UInt8(rest / divisor))
+                rest %= divisor
+                divisor /= 10
+            }
+        }
+        digits(year, 4); text.append(UInt8(ascii: "-")); digits(month, 2); text.append(UInt8(ascii: "-"))
+        digits(dayOfMonth, 2); text.append(UInt8(ascii: "T"))
+        digits(ms / 3_600_000, 2); text.append(UInt8(ascii: ":")); digits(ms / 60_000 % 60, 2)
+        text.append(UInt8(ascii: ":")); digits(ms / 1000 % 60, 2); text.append(UInt8(ascii: "."))
+        digits(ms % 1000, 3); text.append(UInt8(ascii: "Z"))
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// Year, month and day of a count of days since 1970-01-01 in the proleptic Gregorian
+    /// calendar: counted in 400-year eras (146,097 days each) of years that start on 1 March, so
+    /// the leap day falls at the end of a year.
+    private static func civil(fromDays days: Int64) -> (Int64, Int64, Int64) {
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let shifted = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * shifted + 2) / 5 + 1
+        let month = shifted < 10 ? shifted + 3 : shifted - 9
+        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
 }

@@ -20,6 +20,11 @@ public final class SessionService: Sendable {
     private let store: RevocationStore
     private let revoked: Mutex<RevokedSessions>
     private let handler = Mutex<RevocationHandler?>(nil)
+    /// Tokens whose signature was already checked, with their claims: a client sends the same
+    /// token with every request, and the key never changes while the bridge runs. Expiry and
+    /// revocation are still checked every time. Emptied when full, so it stays bounded.
+    private let verified = Mutex<[String: SessionClaims]>([:])
+    private static let verifiedCapacity = 4096
     private let closeStreams: @Sendable (_ sessionID: String) -> Void
     private let logger: Logger
     private let now: @Sendable () -> Date
@@ -137,7 +142,13 @@ public final class SessionService: Sendable {
     }
 
     private func claims(of token: String) -> SessionClaims? {
-        signer.verify(token).flatMap(SessionClaims.init(payload:))
+        if let known = verified.withLock({ $0[token] }) { return known }
+        guard let claims = signer.verify(token).flatMap(SessionClaims.init(payload:)) else { return nil }
+        verified.withLock { verified in
+            if verified.count >= Self.verifiedCapacity { verified.removeAll(keepingCapacity: true) }
+            verified[token] = claims
+        }
+        return claims
     }
 
     private static func bytes(hex text: String) -> [UInt8]? {

@@ -82,3 +82,17 @@ import Foundation
         #expect(HistoryExchange.parseReply(Array(#"{"id":"a","points":[[1]]}"#.utf8)) == nil)
     }
 }
+
+@Suite struct TimestampTests {
+    @Test func matchesFoundationsISO8601WithMilliseconds() {
+        let foundation = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+        var generator = SeededGenerator(seed: 11)
+        var dates = [0, -0.001, 0.0005, 951_782_400, 1_764_444_682.123_456, 4_102_444_799.999_9, -86_400.5]
+            .map { Date(timeIntervalSince1970: $0) }
+        for _ in 0..<100_000 {
+            dates.append(Date(timeIntervalSince1970: Double.random(in: -2e9...5e9, using: &generator)))
+        }
+        let mismatches = dates.filter { Timestamp.iso8601($0) != foundation.format($0) }
+        #expect(mismatches.isEmpty, "\(mismatches.prefix(3).map { (Timestamp.iso8601($0), foundation.format($0)) })")
+    }
+}
