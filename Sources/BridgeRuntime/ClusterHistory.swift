@@ -10,17 +10,17 @@ import Synchronization
 /// (`<base>/bridge/<owner>/history/request`) and waits for the answer on its own reply topic;
 /// an owner that does not answer within `cluster.command_timeout` makes the route answer 504.
 final class ClusterHistory: HistoryRepository, Sendable {
-    private final class Pending: @unchecked Sendable {
-        // @unchecked: `points` is written under the registry's lock before `done` is signalled.
-        let done = DispatchSemaphore(value: 0)
-        var points: [(time: Date, value: String)]?
+    /// A history answer (arrays of tuples are not `Sendable` on their own).
+    private struct Points: @unchecked Sendable {
+        // @unchecked: immutable once built, and handed from one thread to another only once.
+        let points: [(time: Date, value: String)]
     }
 
     private let local: DatabaseHistory
     private let controller: HomeController
     private let logger: Logger
     private let timeout: Double
-    private let pending = Mutex<[String: Pending]>([:])
+    private let answers = AwaitedAnswers<String, Points>()
 
     init(local: DatabaseHistory, controller: HomeController, timeout: Double, logger: Logger) {
         self.local = local
@@ -43,15 +43,13 @@ final class ClusterHistory: HistoryRepository, Sendable {
             return try local.points(user: user, room: room, sensor: sensor, since: since, limit: limit)
         }
         let id = SessionToken.randomText(bytes: 12)
-        let waiter = Pending()
-        pending.withLock { $0[id] = waiter }
-        defer { _ = pending.withLock { $0.removeValue(forKey: id) } }
         let request = HistoryExchange.Request(id: id, replyTo: topics.historyReplies(instance: index) + "/" + id,
                                               user: user, room: room, sensor: sensor, since: since, limit: limit)
-        controller.publish(topics.historyRequests(instance: membership.owner(of: user)), request.json.serialized,
-                           retain: false)
-        _ = waiter.done.wait(timeout: .now() + timeout)
-        guard let points = pending.withLock({ _ in waiter.points }) else {
+        let answer = answers.wait(for: id, timeout: timeout) {
+            controller.publish(topics.historyRequests(instance: membership.owner(of: user)), request.json.serialized,
+                               retain: false)
+        }
+        guard let points = answer?.points else {
             logger.warning("the owning instance did not answer a history request",
                            ["user": user, "owner": String(membership.owner(of: user))])
             throw RemoteTimeout("the bridge instance that owns this user did not answer within "
@@ -72,11 +70,7 @@ final class ClusterHistory: HistoryRepository, Sendable {
             logger.warning("ignored a malformed history answer", ["topic": message.topic])
             return true
         }
-        pending.withLock { pending in
-            guard let waiter = pending[id], waiter.points == nil else { return }
-            waiter.points = points
-            waiter.done.signal()
-        }
+        answers.deliver(Points(points: points), for: id)
         return true
     }
 

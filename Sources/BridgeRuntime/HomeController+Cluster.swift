@@ -6,10 +6,11 @@ import Foundation
 /// Cluster (issue #11): how an instance serves users another instance owns. It keeps their state
 /// from what the owner publishes, and relays their light commands to the owner over MQTT.
 extension HomeController {
-    /// Sends a light command for a user another instance owns, as explicit `ON`/`OFF` (so a QoS 1
-    /// redelivery cannot undo it). With `timeout`, blocks (on libmicrohttpd's thread) until the
-    /// owner's published light state confirms it.
-    func relay(_ command: LightCommand, user: String, room: String, source: String, waitFor timeout: Double? = nil)
+    /// Sends an API light command for a user another instance owns, as explicit `ON`/`OFF` (so a
+    /// QoS 1 redelivery cannot undo it), and blocks (on libmicrohttpd's thread) until the owner's
+    /// published light state confirms it or `cluster.command_timeout` passes. (MQTT commands and
+    /// alarms never need this: only the owner acts on those.)
+    func relay(_ command: LightCommand, user: String, room: String, source: String)
         -> Result<Reading, CommandRejection>
     {
         let owner: User
@@ -24,25 +25,18 @@ extension HomeController {
         let key = RoomKey(user: owner.id, room: target.id)
         let on = command.applied(to: store.home.value(of: .lights, in: key) == .binary(true))
         let topic = topics.lightsSet(user: owner.id, room: target.id)
-        let send = { self.publish(topic, on ? "ON" : "OFF", retain: false) }
-        let owningInstance = String(membership.owner(of: owner.id))
-        let note = { (message: String, warning: Bool) in
-            let fields: KeyValuePairs = ["user": owner.id, "room": target.id, "state": on ? "ON" : "OFF",
-                                         "source": source, "owner": owningInstance]
-            if warning { self.logger.warning(message, fields) } else { self.logger.info(message, fields) }
+        let timeout = configuration.cluster.commandTimeout
+        let fields: KeyValuePairs = ["user": owner.id, "room": target.id, "state": on ? "ON" : "OFF",
+                                     "source": source, "owner": String(membership.owner(of: owner.id))]
+        let confirmed = confirmations.wait(for: key, timeout: timeout, accepts: { $0 == on }) {
+            publish(topic, on ? "ON" : "OFF", retain: false)
         }
-        let reading = Reading(user: owner.id, room: target.id, sensor: .lights, value: .binary(on))
-        guard let timeout else {
-            send()
-            note("relayed a light command to the owning instance", false)
-            return .success(reading)
-        }
-        guard confirmations.wait(for: key, on: on, timeout: timeout, send: send) else {
-            note("the owning instance did not confirm a relayed light command", true)
+        guard confirmed != nil else {
+            logger.warning("the owning instance did not confirm a relayed light command", fields)
             return .failure(.ownerTimeout(seconds: timeout))
         }
-        note("relayed light command confirmed by the owning instance", false)
-        return .success(reading)
+        logger.info("relayed light command confirmed by the owning instance", fields)
+        return .success(Reading(user: owner.id, room: target.id, sensor: .lights, value: .binary(on)))
     }
 
     /// Handles a message on the cluster's mirror subscriptions; returns `false` when it is none of
@@ -82,7 +76,7 @@ extension HomeController {
         streamState(HistoryStore.Row(user: parsed.user, room: parsed.room, sensor: sensor.id, time: time,
                                      value: value.mqttPayload))
         if sensor == .lights, case .binary(let on) = value {
-            confirmations.observed(RoomKey(user: parsed.user, room: parsed.room), on: on)
+            confirmations.deliver(on, for: RoomKey(user: parsed.user, room: parsed.room))
         }
         return true
     }

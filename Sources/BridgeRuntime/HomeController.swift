@@ -14,7 +14,7 @@ final class HomeController: Sendable {
     private let mqtt: MQTTClient
     private let startedAt: Date
     /// Where every published reading is recorded.
-    let history: HistoryRecorder
+    private let history: HistoryRecorder
     /// Live HTTP event streams.
     let events: EventHub
     /// Where light commands are forwarded first, when a REST upstream takes them.
@@ -24,7 +24,7 @@ final class HomeController: Sendable {
     /// Which users this instance owns (all of them unless `cluster.instances` > 1).
     let membership: ClusterMembership
     /// Relayed light commands waiting for the owning instance's confirmation.
-    let confirmations = LightConfirmations()
+    let confirmations = AwaitedAnswers<RoomKey, Bool>()
 
     init(configuration: BridgeConfiguration, logger: Logger, mqtt: MQTTClient, history: HistoryRecorder,
          events: EventHub, upstream: UpstreamClient?, startedAt: Date) {
@@ -269,10 +269,6 @@ final class HomeController: Sendable {
     /// Runs a command from MQTT or an alarm. With a REST upstream that takes light commands, the
     /// command is forwarded first, without holding up the caller.
     func command(_ command: LightCommand, user: String, room: String, source: String, topic: String? = nil) {
-        guard membership.owns(user) else {
-            _ = relay(command, user: user, room: room, source: source)
-            return
-        }
         guard upstream != nil else {
             execute(command, user: user, room: room, source: source, topic: topic)
             return
@@ -286,7 +282,7 @@ final class HomeController: Sendable {
         -> Result<Reading, CommandRejection>
     {
         guard membership.owns(user) else {
-            return relay(command, user: user, room: room, source: source, waitFor: configuration.cluster.commandTimeout)
+            return relay(command, user: user, room: room, source: source)
         }
         guard upstream != nil else { return execute(command, user: user, room: room, source: source) }
         let done = DispatchSemaphore(value: 0)

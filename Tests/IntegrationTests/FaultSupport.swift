@@ -21,18 +21,10 @@ final class FaultBroker: @unchecked Sendable {
         directory = try TestFiles.makeDirectory("fault-broker")
         self.persistence = persistence
         self.accounts = accounts
-        var lastError: Error?
-        for _ in 0..<3 {
-            guard let port = LoopbackPort.free() else { continue }
+        try await TestBroker.onFreePort { port in
             self.port = port
-            do {
-                try await start()
-                return
-            } catch {
-                lastError = error
-            }
+            try await start()
         }
-        throw lastError ?? TestFailure("no free port for mosquitto")
     }
 
     var url: String { "mqtt://127.0.0.1:\(port)" }

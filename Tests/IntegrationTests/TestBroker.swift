@@ -24,12 +24,20 @@ final class TestBroker: @unchecked Sendable {
             return
         }
         password = nil
+        try await TestBroker.onFreePort { port in
+            self.port = port
+            try await start()
+        }
+    }
+
+    /// Runs `start` with a free loopback port, trying another (up to 3) when the port was taken
+    /// between finding it and the broker binding it.
+    static func onFreePort(_ start: (Int) async throws -> Void) async throws {
         var lastError: Error?
         for _ in 0..<3 {
             guard let port = LoopbackPort.free() else { continue }
             do {
-                self.port = port
-                try await start()
+                try await start(port)
                 return
             } catch {
                 lastError = error
