@@ -60,8 +60,12 @@ struct DiscoveryTests {
         _ = bridge
         let wanted = Self.demoConfigTopics()
         #expect(wanted.count == 65)
+        // The bridge may still be publishing when the first watcher subscribes (those come live):
+        // once it has seen every config, a second watcher must get all of them as retained.
+        let first = try await TestSubscriber(broker: broker, subscribe: wanted)
+        try await first.waitFor { _ in Set(first.messages.map(\.topic)).count == wanted.count }
         let watcher = try await TestSubscriber(broker: broker, subscribe: wanted)
-        try await watcher.waitFor { _ in Set(watcher.messages.filter(\.retain).map(\.topic)).count == wanted.count }
+        try await watcher.waitFor { _ in Set(watcher.messages.map(\.topic)).count == wanted.count }
         #expect(watcher.messages.allSatisfy { $0.retain && !$0.payload.isEmpty })
         let light = Self.configs(watcher)["homeassistant/light/smarthome_2_bedroom/lights/config"]
         #expect(light?.contains(#""command_topic":"smarthome/2/bedroom/lights/set""#) == true)
