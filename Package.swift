@@ -38,6 +38,9 @@ let package = Package(
         .testTarget(name: "BridgeHTTPTests", dependencies: ["BridgeHTTP", "BridgeCore"]),
         .testTarget(name: "BridgeYAMLTests", dependencies: ["BridgeYAML", "BridgeCore"]),
         .testTarget(name: "BridgeStorageTests", dependencies: ["BridgeStorage", "BridgeCore"]),
+        .testTarget(name: "BridgeMQTTTests", dependencies: ["BridgeMQTT"]),
+        // The runtime's features on an in-memory broker (the integration tests run them on real ones).
+        .testTarget(name: "BridgeRuntimeTests", dependencies: ["BridgeRuntime", "BridgeCore", "BridgeMQTT"]),
         .testTarget(
             name: "IntegrationTests",
             dependencies: [

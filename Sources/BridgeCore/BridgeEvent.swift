@@ -1,40 +1,70 @@
 import Foundation
 
-/// The JSON events published on `<base>/<user>/events` (not retained).
-public enum BridgeEvent {
+/// The events published on `<base>/<user>/events` (not retained) and sent to the user's event
+/// streams, as values: each subscriber of the state bus renders what it needs.
+public enum BridgeEvent: Sendable, Equatable {
     /// A command that was not applied: names the topic, a reason code and a readable message.
-    public static func commandRejected(
-        topic: String, room: String?, rejection: CommandRejection, source: String, at time: Date
-    ) -> JSONValue {
-        .object([
-            ("type", .string("command_rejected")),
-            ("topic", .string(topic)),
-            ("room", room.map(JSONValue.string) ?? .null),
-            ("reason", .string(rejection.code)),
-            ("message", .string(rejection.description)),
-            ("source", .string(source)),
-            ("at", .string(Timestamp.iso8601(time))),
-        ])
-    }
+    case commandRejected(topic: String, room: String?, rejection: CommandRejection, source: String, at: Date)
+    /// An alarm that fired.
+    case alarm(uuid: String, title: String, firedAt: Date)
+    /// A gas sensor that started or stopped detecting gas.
+    case gas(room: String, detected: Bool, at: Date)
+    /// An event another cluster instance published for one of its users, passed on as it came.
+    case relayed(type: String, json: String)
 
     /// An alarm that fired.
-    public static func alarm(_ alarm: Alarm, firedAt time: Date) -> JSONValue {
-        .object([
-            ("type", .string("alarm")),
-            ("uuid", .string(alarm.uuid)),
-            ("title", .string(alarm.title)),
-            ("firedAt", .string(Timestamp.iso8601(time))),
-        ])
+    public static func alarm(_ alarm: Alarm, firedAt time: Date) -> BridgeEvent {
+        .alarm(uuid: alarm.uuid, title: alarm.title, firedAt: time)
     }
 
-    /// A gas sensor that started or stopped detecting gas.
-    public static func gas(room: String, detected: Bool, at time: Date) -> JSONValue {
-        .object([
-            ("type", .string("gas")),
-            ("room", .string(room)),
-            ("state", .string(detected ? "ON" : "OFF")),
-            ("at", .string(Timestamp.iso8601(time))),
-        ])
+    /// The event's `type` member (the name of its Server-Sent Event).
+    public var type: String {
+        switch self {
+        case .commandRejected: "command_rejected"
+        case .alarm: "alarm"
+        case .gas: "gas"
+        case .relayed(let type, _): type
+        }
+    }
+
+    /// The event as JSON text, as published.
+    public var serialized: String {
+        switch self {
+        case .relayed(_, let json): json
+        default: json.serialized
+        }
+    }
+
+    /// The event's JSON (a relayed event as an object with only its `type`: its text is `serialized`).
+    public var json: JSONValue {
+        switch self {
+        case .commandRejected(let topic, let room, let rejection, let source, let time):
+            .object([
+                ("type", .string(type)),
+                ("topic", .string(topic)),
+                ("room", room.map(JSONValue.string) ?? .null),
+                ("reason", .string(rejection.code)),
+                ("message", .string(rejection.description)),
+                ("source", .string(source)),
+                ("at", .string(Timestamp.iso8601(time))),
+            ])
+        case .alarm(let uuid, let title, let time):
+            .object([
+                ("type", .string(type)),
+                ("uuid", .string(uuid)),
+                ("title", .string(title)),
+                ("firedAt", .string(Timestamp.iso8601(time))),
+            ])
+        case .gas(let room, let detected, let time):
+            .object([
+                ("type", .string(type)),
+                ("room", .string(room)),
+                ("state", .string(detected ? "ON" : "OFF")),
+                ("at", .string(Timestamp.iso8601(time))),
+            ])
+        case .relayed(let type, _):
+            .object([("type", .string(type))])
+        }
     }
 }
 

@@ -13,7 +13,7 @@ extension HTTPRoutes {
                 do {
                     try sessions.revoke(token)
                 } catch {
-                    return HTTPRoutes.internalError
+                    return failed(request, error)
                 }
                 return HTTPResponse(status: 204)
             }
@@ -64,8 +64,8 @@ extension HTTPRoutes {
                 switch switchLight(userID, path[1], command) {
                 case .success: return roomResponse(user: userID, room: path[1], home: home())
                 case .failure(.unknownRoom), .failure(.unknownUser): return HTTPRoutes.notFound
-                case .failure(.ownerTimeout(let seconds)):
-                    return HTTPRoutes.error(504, CommandRejection.ownerTimeout(seconds: seconds).description)
+                case .failure(let rejection) where rejection.ownerUnavailable:
+                    return HTTPRoutes.error(504, rejection.description)
                 case .failure(let rejection): return HTTPRoutes.error(409, rejection.description)
                 }
             }
@@ -91,7 +91,7 @@ extension HTTPRoutes {
             do {
                 token = try sessions.create(user.id)
             } catch {
-                return HTTPRoutes.internalError
+                return failed(request, error)
             }
             return HTTPRoutes.json(.object([
                 ("token", .string(token)), ("userID", .string(user.id)), ("rooms", .strings(user.rooms.map(\.id))),
@@ -114,7 +114,7 @@ extension HTTPRoutes {
         do {
             userID = try sessions.resolve(token)
         } catch {
-            return HTTPRoutes.internalError
+            return failed(request, error)
         }
         guard let userID else { return HTTPRoutes.unauthorized }
         prepareUser?(userID)

@@ -32,7 +32,7 @@ extension HTTPRoutes {
                 return HTTPRoutes.notFound
             }
         } catch {
-            return HTTPRoutes.internalError
+            return failed(request, error)
         }
     }
 
@@ -100,7 +100,7 @@ extension HTTPRoutes {
         } catch let timeout as RemoteTimeout {
             return HTTPRoutes.error(504, timeout.description)
         } catch {
-            return HTTPRoutes.internalError
+            return failed(request, error)
         }
     }
 }

@@ -38,6 +38,9 @@ public struct HTTPRoutes: Sendable {
     /// Called before a route reads a user's state (cluster: fetches the state of a user another
     /// instance owns). May block; it runs on the server's thread.
     public var prepareUser: (@Sendable (_ userID: String) -> Void)?
+    /// Told of every failure of the bridge itself before the route answers 500 (which names no
+    /// internals), so the log says what went wrong.
+    public var reportFailure: (@Sendable (_ request: HTTPRequest, _ error: any Error) -> Void)?
 
     public init(
         legacyRoutes: Bool,
@@ -200,4 +203,10 @@ public struct HTTPRoutes: Sendable {
 
     /// The answer to a failure inside the bridge: says nothing about the cause.
     public static let internalError = error(500, "Internal server error")
+
+    /// A failure of the bridge itself: reported, then answered 500.
+    func failed(_ request: HTTPRequest, _ error: any Error) -> HTTPResponse {
+        reportFailure?(request, error)
+        return HTTPRoutes.internalError
+    }
 }

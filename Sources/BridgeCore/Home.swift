@@ -92,19 +92,6 @@ public struct Home: Sendable {
         return true
     }
 
-    /// Every current reading, in user, room and sensor order.
-    public var allReadings: [Reading] {
-        users.flatMap { user in
-            user.rooms.flatMap { room in
-                sensors(of: room, user: user.id).compactMap { sensor in
-                    value(of: sensor, in: RoomKey(user: user.id, room: room.id)).map {
-                        Reading(user: user.id, room: room.id, sensor: sensor, value: $0)
-                    }
-                }
-            }
-        }
-    }
-
     /// Resolves a command's target; the sensor must be a light the room has.
     public func commandTarget(user userID: String, room roomID: String, sensor: String = "lights")
         -> Result<(User, Room), CommandRejection>

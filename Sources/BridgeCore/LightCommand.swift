@@ -79,11 +79,20 @@ public enum CommandRejection: Error, Sendable, Equatable, CustomStringConvertibl
     case unknownRoom(user: String, room: String)
     case notALight(sensor: String)
     case noLights(room: String)
-    case retained
     /// A REST upstream refused the forwarded command (or could not be reached: status 0).
     case upstream(status: Int, detail: String)
     /// Cluster: the instance that owns the user did not confirm a relayed command in time.
     case ownerTimeout(seconds: Double)
+    /// Cluster: the instance that owns the user is offline, so a relayed command was not sent.
+    case ownerOffline(instance: Int)
+
+    /// Cluster: the owning instance did not answer (the API says 504, a gateway time-out).
+    public var ownerUnavailable: Bool {
+        switch self {
+        case .ownerTimeout, .ownerOffline: true
+        default: false
+        }
+    }
 
     /// A short machine-friendly code for the `command_rejected` event.
     public var code: String {
@@ -93,9 +102,9 @@ public enum CommandRejection: Error, Sendable, Equatable, CustomStringConvertibl
         case .unknownRoom: "unknown_room"
         case .notALight: "not_a_light"
         case .noLights: "no_lights"
-        case .retained: "retained"
         case .upstream: "upstream_refused"
         case .ownerTimeout: "owner_timeout"
+        case .ownerOffline: "owner_offline"
         }
     }
 
@@ -106,11 +115,12 @@ public enum CommandRejection: Error, Sendable, Equatable, CustomStringConvertibl
         case .unknownRoom(let user, let room): "user \(user) has no room \(LightCommand.quoted(room))"
         case .notALight(let sensor): "\(LightCommand.quoted(sensor)) is not a light; only lights take commands"
         case .noLights(let room): "room \(room) has no lights"
-        case .retained: "retained command ignored: a stale retained /set message must not switch lights"
         case .upstream(let status, let detail):
             status == 0 ? "upstream unreachable: \(detail)" : "upstream answered \(status): \(detail)"
         case .ownerTimeout(let seconds):
             "the bridge instance that owns this user did not confirm the command within \(Int(seconds.rounded(.up))) s"
+        case .ownerOffline(let instance):
+            "the bridge instance that owns this user (\(instance)) is offline, so it did not confirm the command"
         }
     }
 }

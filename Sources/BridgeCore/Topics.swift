@@ -68,6 +68,15 @@ public struct Topics: Sendable, Equatable {
         return (String(rest[0]), String(rest[1]), String(rest[2]))
     }
 
+    /// The user and room of an availability topic under this base, or `nil` for any other topic.
+    public func parseAvailabilityTopic(_ topic: String) -> RoomKey? {
+        guard topic.hasPrefix(base + "/") else { return nil }
+        let rest = topic.dropFirst(base.count + 1).split(separator: "/", omittingEmptySubsequences: false)
+        guard rest.count == 3, rest[2] == "availability", !rest[0].isEmpty, !rest[1].isEmpty, rest[0] != "bridge"
+        else { return nil }
+        return RoomKey(user: String(rest[0]), room: String(rest[1]))
+    }
+
     /// The user of an events topic under this base, or `nil` for any other topic.
     public func parseEventsTopic(_ topic: String) -> String? {
         guard topic.hasPrefix(base + "/"), topic.hasSuffix("/events") else { return nil }

@@ -91,9 +91,6 @@ public final class MQTTClient: Sendable {
     /// Seconds the client waits before its next connection attempt, while it waits.
     public var nextAttemptDelay: Double? { connection.state.withLock { $0.nextAttemptDelay } }
 
-    /// Connection attempts made since start.
-    public var connectionAttempts: Int { connection.state.withLock { $0.attempts } }
-
     /// Publishes a message. QoS 1/2 messages published while the broker is away wait in the
     /// client's queue (up to `maxQueued`) and go out, in order, when it is back; QoS 0 messages
     /// then fail with `MOSQ_ERR_NO_CONN`.
@@ -172,7 +169,6 @@ final class MQTTConnection: @unchecked Sendable {
         var redeliveries = RedeliveryFilter()
         var failedAttempts = 0
         var nextAttemptDelay: Double?
-        var attempts = 0
 
         /// Counts messages the full queue dropped; the first drop of an outage is reported.
         mutating func noteDropped(_ dropped: Int, notices: inout [MQTTNotice]) {
@@ -489,16 +485,14 @@ final class MQTTConnection: @unchecked Sendable {
         finished.signal()
     }
 
-    /// One connection attempt, and the connection until it ends.
+    /// One connection attempt, and the connection until it ends. The timing rules (CONNACK
+    /// timeout, liveness, the stop deadline) are `ConnectionWatchdog`'s; this carries them out.
     private func connectAndServe() -> Outcome {
-        let keepalive = Double(configuration.keepalive)
-        let connackTimeout = max(keepalive, 5)
-        let attemptStarted = MQTTConnection.seconds()
+        var watchdog = ConnectionWatchdog(keepalive: configuration.keepalive, now: MQTTConnection.seconds())
         sawInbound()
         state.withLock { state in
             state.phase = .connecting
             state.connack = nil
-            state.attempts += 1
         }
         let rc = mosquitto_connect_async(mosq, configuration.host, Int32(configuration.port), Int32(configuration.keepalive))
         guard rc == Int32(MOSQ_ERR_SUCCESS.rawValue) else {
@@ -506,10 +500,6 @@ final class MQTTConnection: @unchecked Sendable {
             state.withLock { $0.phase = .idle }
             return .unreachable(reason)
         }
-        var connectedAt: Double?
-        var forced: Outcome?
-        var forcedAt = 0.0
-        var stopDeadline: Double?
         while true {
             let rc = mosquitto_loop(mosq, MQTTConnection.tickMilliseconds, 1)
             let now = MQTTConnection.seconds()
@@ -533,69 +523,51 @@ final class MQTTConnection: @unchecked Sendable {
                         promoted = true
                     } else {
                         refused = connack.code
+                        state.connack = nil
                     }
                 }
                 if state.phase == .connected { flush(&state) }
                 return promoted
             }
             if promoted {
-                connectedAt = now
+                watchdog.connected(at: now)
                 continuation.yield(.connected)
             }
             for notice in notices { configuration.onNotice?(notice) }
-            if let refused, forced == nil {
-                forced = .refused(MQTTConnection.connackReason(refused))
-                forcedAt = now
-                if rc == Int32(MOSQ_ERR_SUCCESS.rawValue) { closeSocket() }
+            let failed = rc != Int32(MOSQ_ERR_SUCCESS.rawValue)
+            let actions = watchdog.tick(now: now, socketFailed: failed, refusedCode: refused, stopping: isStopping,
+                                        lastInbound: Double(lastInbound.load(ordering: .relaxed)) / 1000)
+            for action in actions {
+                switch action {
+                case .closeSocket: closeSocket()
+                case .disconnect: mosquitto_disconnect(mosq)
+                case .notice(let notice): configuration.onNotice?(notice)
+                case .end(let ending): return connectionEnded(ending, rc: rc, wasConnected: watchdog.connectedAt != nil)
+                }
             }
+        }
+    }
 
-            if rc != Int32(MOSQ_ERR_SUCCESS.rawValue) || (forced != nil && now - forcedAt > 2) {
-                // The connection is over (closed by either side, refused, or given up on). What the
-                // queue held beyond its capacity while connected is cut back to it now.
-                var lostNotices: [MQTTNotice] = []
-                state.withLock { state in
-                    if connectedAt != nil { state.redeliveries.connectionLost() }
-                    state.phase = .idle
-                    let dropped = state.outbox.trim()
-                    if dropped > 0 { state.noteDropped(dropped, notices: &lostNotices) }
-                }
-                for notice in lostNotices { configuration.onNotice?(notice) }
-                if stopDeadline != nil { return .stopped(wasConnected: connectedAt != nil) }
-                if let forced { return forced }
-                let reason = MQTTConnection.describe(rc)
-                if let connectedAt { return .lost(reason, connectedFor: now - connectedAt) }
-                return .unreachable(reason)
-            }
-            if let deadline = stopDeadline {
-                if now > deadline { closeSocket() }
-                continue
-            }
-            if isStopping {
-                // A clean DISCONNECT when connected (no last will); otherwise just close.
-                if connectedAt != nil {
-                    mosquitto_disconnect(mosq)
-                } else {
-                    closeSocket()
-                }
-                stopDeadline = now + 1
-                continue
-            }
-            guard forced == nil else { continue }
-            if connectedAt == nil, now - attemptStarted > connackTimeout {
-                configuration.onNotice?(.noConnack(seconds: connackTimeout))
-                forced = .noConnack(connackTimeout)
-                forcedAt = now
-                closeSocket()
-            } else if let connectedAt {
-                let silence = now - Double(lastInbound.load(ordering: .relaxed)) / 1000
-                if silence > 1.5 * keepalive {
-                    configuration.onNotice?(.deadConnection(silence: silence, keepalive: configuration.keepalive))
-                    forced = .lost("no answer from the broker for \(MQTTConnection.format(silence)) s "
-                        + "(keepalive \(configuration.keepalive) s)", connectedFor: now - connectedAt)
-                    forcedAt = now
-                    closeSocket()
-                }
-            }
+    /// The connection is over (closed by either side, refused, or given up on): what the queue
+    /// held beyond its capacity while connected is cut back to it now.
+    private func connectionEnded(_ ending: ConnectionWatchdog.Ending, rc: Int32, wasConnected: Bool) -> Outcome {
+        var lostNotices: [MQTTNotice] = []
+        state.withLock { state in
+            if wasConnected { state.redeliveries.connectionLost() }
+            state.phase = .idle
+            let dropped = state.outbox.trim()
+            if dropped > 0 { state.noteDropped(dropped, notices: &lostNotices) }
+        }
+        for notice in lostNotices { configuration.onNotice?(notice) }
+        switch ending {
+        case .stopped(let wasConnected): return .stopped(wasConnected: wasConnected)
+        case .refused(let code): return .refused(MQTTConnection.connackReason(code))
+        case .noConnack(let seconds): return .noConnack(seconds)
+        case .dead(let silence, let connectedFor):
+            return .lost("no answer from the broker for \(MQTTConnection.format(silence)) s "
+                + "(keepalive \(configuration.keepalive) s)", connectedFor: connectedFor)
+        case .closed(let connectedFor?): return .lost(MQTTConnection.describe(rc), connectedFor: connectedFor)
+        case .closed(nil): return .unreachable(MQTTConnection.describe(rc))
         }
     }
 
@@ -646,7 +618,6 @@ final class MQTTConnection: @unchecked Sendable {
             guard let object else { return }
             Unmanaged<ConnackBox>.fromOpaque(object).takeUnretainedValue().code.withLock { $0 = rc }
         }
-        state.withLock { $0.attempts += 1 }
         let started = MQTTConnection.seconds()
         let timeout = max(Double(configuration.keepalive), 5)
         let rc = mosquitto_connect_async(temporary, configuration.host, Int32(configuration.port),

@@ -5,16 +5,19 @@ import Foundation
 /// Fires alarms: every second it asks `AlarmSchedule` about each enabled alarm, publishes the
 /// `alarm` event, runs the action through the command path and records the firing. Changes made
 /// through the API are seen at the next tick, without a restart.
-final class AlarmScheduler: Sendable {
+final class AlarmScheduler: BridgeFeature {
+    let name = "alarms"
     private let store: AlarmStore
     private let schedule: AlarmSchedule
     private let controller: HomeController
+    private let commands: CommandService
     private let logger: Logger
     /// Cluster: where a one-shot alarm's disabling after it fired is passed on.
     private let replication: AlarmReplication?
 
-    init(store: AlarmStore, schedule: AlarmSchedule, controller: HomeController, replication: AlarmReplication? = nil,
-         logger: Logger) {
+    init(store: AlarmStore, schedule: AlarmSchedule, controller: HomeController, commands: CommandService,
+         replication: AlarmReplication? = nil, logger: Logger) {
+        self.commands = commands
         self.store = store
         self.replication = replication
         self.schedule = schedule
@@ -66,7 +69,7 @@ final class AlarmScheduler: Sendable {
         logger.info("alarm fired", ["user": alarm.userID, "alarm": alarm.uuid, "title": alarm.title])
         controller.publishEvent(user: alarm.userID, BridgeEvent.alarm(alarm, firedAt: now))
         if let action = alarm.action {
-            controller.command(action.lights, user: alarm.userID, room: action.room, source: "alarm")
+            commands.alarmAction(action.lights, user: alarm.userID, room: action.room)
         }
     }
 

@@ -3,18 +3,11 @@ import Synchronization
 
 /// Cluster: a thread (libmicrohttpd's, never async code) that sent another instance something over
 /// MQTT waits here for the answer to come back on a subscription: the owner's confirmed light
-/// state, or its reply to a history request.
+/// state, or its reply to a history request. Each wait is a `Rendezvous`.
 final class AwaitedAnswers<Key: Hashable & Sendable, Value: Sendable>: Sendable {
-    private final class Waiter: @unchecked Sendable {
-        // @unchecked: `answer` is written under the registry's lock before `done` is signalled,
-        // and read under it after.
+    private struct Waiter: Sendable {
         let accepts: @Sendable (Value) -> Bool
-        let done = DispatchSemaphore(value: 0)
-        var answer: Value?
-
-        init(accepts: @escaping @Sendable (Value) -> Bool) {
-            self.accepts = accepts
-        }
+        let answer = Rendezvous<Value>()
     }
 
     private let waiters = Mutex<[Key: [Waiter]]>([:])
@@ -26,21 +19,17 @@ final class AwaitedAnswers<Key: Hashable & Sendable, Value: Sendable>: Sendable 
         let waiter = Waiter(accepts: accepts)
         waiters.withLock { $0[key, default: []].append(waiter) }
         send()
-        _ = waiter.done.wait(timeout: .now() + timeout)
-        return waiters.withLock { all in
-            all[key]?.removeAll { $0 === waiter }
+        let answer = waiter.answer.wait(timeout: timeout)
+        waiters.withLock { all in
+            all[key]?.removeAll { $0.answer === waiter.answer }
             if all[key]?.isEmpty == true { all[key] = nil }
-            return waiter.answer
         }
+        return answer
     }
 
     /// An answer arrived: wakes every wait under `key` that accepts it.
     func deliver(_ value: Value, for key: Key) {
-        waiters.withLock { all in
-            for waiter in all[key] ?? [] where waiter.answer == nil && waiter.accepts(value) {
-                waiter.answer = value
-                waiter.done.signal()
-            }
-        }
+        let waiting = waiters.withLock { $0[key] ?? [] }
+        for waiter in waiting where waiter.accepts(value) { waiter.answer.deliver(value) }
     }
 }

@@ -1,38 +1,27 @@
 import BridgeCore
-import BridgeCrypto
 import BridgeHTTP
 import BridgeMQTT
 import BridgeStorage
 import Foundation
 
-/// The running bridge: simulated readings out to MQTT, light commands in, the same state served
-/// over HTTP. `run()` works until its task is cancelled, then shuts down cleanly.
+/// The running bridge: builds the store, the MQTT connection, the HTTP server and the list of
+/// features, routes each MQTT message to the features that subscribed to it, runs every feature
+/// in one task group and shuts them down in reverse order (docs/architecture.md).
 public final class Bridge: Sendable {
     /// The version reported by `--version`, `bridge/info` and Home Assistant.
     public static let version = "0.1.0"
 
     private let configuration: BridgeConfiguration
     private let logger: Logger
-    private let controller: HomeController
     private let mqtt: MQTTClient
     private let http: HTTPServer
+    private let router: MessageRouter
+    private let controller: HomeController
+    private let source: any Source
     private let history: HistoryStore
-    private let recorder: HistoryRecorder
-    private let scheduler: AlarmScheduler
-    private let restSource: RestSource?
-    private let sweep: DiscoverySweep
-    /// Cluster only: which instances are online, and the connection whose last will keeps
-    /// `<base>/bridge/state` honest when the last instance dies.
-    private let peers: ClusterPeers?
-    /// Cluster only: every alarm on every instance.
-    private let replication: AlarmReplication?
-    /// Cluster only: the state of other instances' users, while HTTP clients ask for it.
-    private let mirrors: MirrorSubscriptions?
-    /// Cluster only: history read from the owner's database.
-    private let clusterHistory: ClusterHistory?
-    private let announced: AnnouncedConfigStore
+    /// In start-up order; shut down in reverse.
+    private let features: [any BridgeFeature]
     private let brokerAddress: String
-    private let startedAt = Date()
 
     /// Sets the bridge up (opens the database) without connecting or listening yet.
     /// - Parameters:
@@ -41,183 +30,114 @@ public final class Bridge: Sendable {
         self.configuration = configuration
         self.logger = logger
         brokerAddress = broker.description
-        mqtt = try MQTTClient(configuration: Bridge.mqttConfiguration(configuration, broker: broker, logger: logger))
+        let startedAt = Date()
+        let mqtt = try MQTTClient(configuration: Bridge.mqttConfiguration(configuration, broker: broker, logger: logger))
+        self.mqtt = mqtt
         let database: Database
         do {
             database = try Database(path: configuration.storage.path)
         } catch {
             throw RuntimeError("cannot open storage.path \(configuration.storage.path): \(error.description)")
         }
-        let upstream = configuration.source.kind == .rest ? UpstreamClient(source: configuration.source) : nil
+        let topics = Topics(base: configuration.mqtt.baseTopic)
+        let clustered = configuration.cluster.instances > 1
+        let outbound = Outbound(broker: mqtt, qos: configuration.mqtt.qos, logger: logger)
+        let identity = HomeAssistantDiscovery(prefix: configuration.homeAssistant.prefix, topics: topics,
+                                              version: Bridge.version, sourceKind: configuration.source.kind.rawValue,
+                                              clustered: clustered)
+        let discovery = configuration.homeAssistant.discovery ? identity : nil
+        let store = HomeStore(home: Home(users: configuration.users))
+        let online = OnlineInstances()
+        let publisher = StatePublisher(configuration: configuration, store: store, broker: mqtt, logger: logger,
+                                       discovery: discovery, startedAt: startedAt, othersOnline: { !online.isEmpty })
+        let bus = StateBus(publisher: publisher)
+        controller = HomeController(store: store, bus: bus, membership: configuration.cluster.membership)
+        router = MessageRouter(broker: mqtt, logger: logger)
+        source = configuration.source.kind == .rest
+            ? RestSource(configuration: configuration.owned, controller: controller,
+                         client: UpstreamClient(source: configuration.source), logger: logger)
+            : SimulatedSource(configuration: configuration, controller: controller, broker: mqtt, logger: logger)
+        let commands = CommandService(controller: controller, configuration: configuration, outbound: outbound,
+                                      logger: logger, lights: source.lightSwitch,
+                                      switchTimeout: configuration.source.timeout + 5,
+                                      instanceOnline: { $0 == configuration.cluster.index || online.contains($0) })
         history = HistoryStore(database: database)
-        recorder = HistoryRecorder(store: history, logger: logger)
-        controller = HomeController(configuration: configuration, logger: logger, mqtt: mqtt, history: recorder,
-                                    events: EventHub(),
-                                    upstream: configuration.source.lightsCommand.path == nil ? nil : upstream,
-                                    startedAt: startedAt)
-        if let upstream {
-            restSource = RestSource(configuration: configuration.owned, controller: controller, client: upstream,
-                                    logger: logger)
-        } else {
-            restSource = nil
-        }
-        announced = AnnouncedConfigStore(database: database)
-        sweep = DiscoverySweep(identity: HomeAssistantDiscovery(
-            prefix: configuration.homeAssistant.prefix, topics: Topics(base: configuration.mqtt.baseTopic),
-            version: Bridge.version, sourceKind: configuration.source.kind.rawValue))
+        let recorder = HistoryRecorder(store: history, retentionDays: configuration.storage.retentionDays, logger: logger)
+        let events = EventHub()
+        for subscriber in [recorder, events, commands] as [any StateSubscriber] { bus.subscribe(subscriber) }
+        let sessions = try SessionService(configuration: configuration, database: database, events: events,
+                                          logger: logger)
+        let alarmStore = AlarmStore(database: database)
         let schedule = AlarmSchedule(
             timeZone: configuration.scheduler.timezone.flatMap(TimeZone.init(identifier:)) ?? .current,
-            grace: configuration.scheduler.grace
-        )
-        let alarms = AlarmStore(database: database)
-        let replication = configuration.cluster.instances > 1
-            ? AlarmReplication(store: alarms, controller: controller, logger: logger)
-            : nil
-        self.replication = replication
-        scheduler = AlarmScheduler(store: alarms, schedule: schedule, controller: controller, replication: replication,
-                                   logger: logger)
-        var dashboard: (@Sendable (String) -> HTTPResponse?)?
-        if let files = StaticFiles(root: configuration.http.webRoot) {
-            dashboard = { path in files.response(for: path) }
+            grace: configuration.scheduler.grace)
+        let replication = clustered
+            ? AlarmReplication(store: alarmStore, home: store, topics: topics, outbound: outbound, logger: logger) : nil
+        var features: [any BridgeFeature] = [
+            publisher, commands, recorder, events, source,
+            HomeAssistantFeature(identity: identity, discovery: discovery, announced: AnnouncedConfigStore(database: database),
+                                 store: store, publisher: publisher, outbound: outbound, router: router, logger: logger),
+            AlarmScheduler(store: alarmStore, schedule: schedule, controller: controller, commands: commands,
+                           replication: replication, logger: logger),
+        ]
+        var mirrors: MirrorSubscriptions?
+        var clusterHistory: ClusterHistory?
+        if clustered, let replication {
+            mirrors = MirrorSubscriptions(router: router, controller: controller, events: events, topics: topics,
+                                          logger: logger, idle: .milliseconds(Int(configuration.cluster.mirrorIdle * 1000)))
+            clusterHistory = ClusterHistory(local: DatabaseHistory(store: history), membership: configuration.cluster.membership,
+                                            topics: topics, outbound: outbound,
+                                            timeout: configuration.cluster.commandTimeout, logger: logger)
+            features += [replication, mirrors!, clusterHistory!,
+                         try ClusterPeers(configuration: configuration, broker: broker, store: store, publisher: publisher,
+                                          sessions: sessions, online: online, logger: logger)]
         }
-        let sessions = try SessionService(configuration: configuration, database: database, events: controller.events,
-                                          logger: logger)
-        peers = configuration.cluster.instances > 1
-            ? try ClusterPeers(configuration: configuration, broker: broker, controller: controller, sessions: sessions,
-                               logger: logger)
-            : nil
-        let mirrors = configuration.cluster.instances > 1
-            ? MirrorSubscriptions(mqtt: mqtt, controller: controller, logger: logger,
-                                  idle: .milliseconds(Int(configuration.cluster.mirrorIdle * 1000)))
-            : nil
-        self.mirrors = mirrors
-        let clusterHistory = configuration.cluster.instances > 1
-            ? ClusterHistory(local: DatabaseHistory(store: history), controller: controller,
-                             timeout: configuration.cluster.commandTimeout, logger: logger)
-            : nil
-        self.clusterHistory = clusterHistory
-        var routes = HTTPRoutes(
-            legacyRoutes: configuration.http.legacyRoutes,
-            loginGate: LoginGate(
-                verifyPassword: { password, hash in PasswordHasher.verify(password: password, userHash: hash) },
-                now: { Date().timeIntervalSinceReferenceDate }
-            ),
-            sessions: sessions.services,
-            alarms: DatabaseAlarms(store: alarms, replication: replication),
-            history: clusterHistory ?? DatabaseHistory(store: history),
-            schedule: schedule,
-            openEvents: { [controller] user, token, sink in
-                controller.events.open(user: user, session: sessions.sessionID(of: token) ?? token, sink: sink)
-            },
-            staticFiles: dashboard,
-            switchLight: { [controller] user, room, command in
-                controller.commandAndWait(command, user: user, room: room, source: "api")
-            }
-        )
-        if let mirrors {
-            routes.prepareUser = { user in mirrors.ensure(user: user) }
-        }
-        let finalRoutes = routes
-        let store = controller.store
-        let mqtt = mqtt
-        let brokerAddress = brokerAddress
-        let startedAt = startedAt
-        http = HTTPServer(configuration: Bridge.httpConfiguration(configuration.http)) { request in
-            finalRoutes.respond(
-                to: request,
-                home: { store.home },
-                health: {
-                    HTTPRoutes.Health(
-                        mqttConnected: mqtt.isConnected,
-                        mqttProblem: mqtt.lastProblem,
-                        broker: brokerAddress,
-                        uptimeSeconds: Int(Date().timeIntervalSince(startedAt)),
-                        mqttQueued: mqtt.queuedMessages,
-                        mqttDropped: mqtt.droppedMessages
-                    )
-                }
-            )
-        }
+        self.features = features
+        http = HTTPFrontend.server(configuration: configuration, parts: HTTPFrontend.Parts(
+            store: store, broker: mqtt, brokerAddress: brokerAddress, startedAt: startedAt, sessions: sessions,
+            alarms: DatabaseAlarms(store: alarmStore, replication: replication),
+            history: clusterHistory ?? DatabaseHistory(store: history), schedule: schedule, events: events,
+            commands: commands, mirrors: mirrors), logger: logger)
     }
 
     /// The port the HTTP server listens on (useful when `http.port` is 0).
     public var httpPort: Int { http.port }
 
-    static func mqttConfiguration(_ configuration: BridgeConfiguration, broker: BrokerURL,
-                                  logger: Logger? = nil) throws -> MQTTConfiguration {
-        let mqtt = configuration.mqtt
-        var password = mqtt.password
-        if let file = mqtt.passwordFile {
-            do {
-                password = try String(contentsOfFile: file, encoding: .utf8).trimmingCharacters(in: .newlines)
-            } catch {
-                throw RuntimeError("cannot read mqtt.password_file \(file): \(error.localizedDescription)")
-            }
-        }
-        let tls: MQTTConfiguration.TLS? = broker.tls || mqtt.tlsCA != nil
-            ? MQTTConfiguration.TLS(caFile: mqtt.tlsCA, certFile: mqtt.tlsCert, keyFile: mqtt.tlsKey,
-                                    verifyHostname: mqtt.tlsVerify)
-            : nil
-        return MQTTConfiguration(
-            host: broker.host,
-            port: broker.port,
-            clientID: configuration.clientID,
-            username: mqtt.username,
-            password: password,
-            keepalive: mqtt.keepalive,
-            // A cluster instance's will is its own state; ClusterPeers looks after `bridge/state`.
-            will: .init(topic: configuration.cluster.instances > 1
-                            ? Topics(base: mqtt.baseTopic).instanceState(configuration.cluster.index)
-                            : Topics(base: mqtt.baseTopic).bridgeState,
-                        payload: Array("offline".utf8), qos: 1, retain: true),
-            tls: tls,
-            reconnectMin: mqtt.reconnectMin,
-            reconnectMax: mqtt.reconnectMax,
-            maxQueued: mqtt.maxQueued,
-            // Persistent: QoS 1 commands sent while the bridge reconnects are delivered when it is
-            // back (each start still begins with a fresh session; see MQTTConfiguration).
-            cleanSession: false,
-            onNotice: { [logger = logger ?? Logger(level: configuration.log.level)] notice in
-                switch notice {
-                case .queueFull(let capacity):
-                    logger.warning("offline queue full (mqtt.max_queued); dropping the oldest superseded readings first",
-                                   ["max_queued": String(capacity)])
-                case .queueFlushed(let queued, let dropped, let total) where dropped > 0:
-                    logger.warning("delivering readings queued while the broker was away; some were dropped",
-                                   ["queued": String(queued), "dropped": String(dropped), "dropped_total": String(total)])
-                case .queueFlushed(let queued, _, _):
-                    logger.info("delivering readings queued while the broker was away", ["queued": String(queued)])
-                case .deadConnection(let silence, let keepalive):
-                    logger.warning("no answer from broker; closing the dead connection",
-                                   ["silent_s": String(format: "%.1f", silence), "keepalive": String(keepalive)])
-                case .noConnack(let seconds):
-                    logger.warning("broker took the connection but did not answer CONNECT",
-                                   ["timeout_s": String(format: "%.0f", seconds)])
-                }
-            }
-        )
-    }
-
-    static func httpConfiguration(_ http: BridgeConfiguration.HTTP) -> HTTPServerConfiguration {
-        HTTPServerConfiguration(
-            bindAddress: http.bind,
-            port: http.port,
-            maxConnections: http.maxConnections,
-            maxConnectionsPerAddress: http.maxConnectionsPerAddress,
-            connectionTimeoutSeconds: Int(http.connectionTimeout.rounded(.up)),
-            maxHeaderBytes: http.maxHeaderBytes,
-            maxBodyBytes: http.maxBodyBytes,
-            threadPoolSize: http.threads
-        )
-    }
-
-    // MARK: Running
-
-    /// Serves HTTP, connects to the broker and runs the source until the task is cancelled; then
-    /// publishes `offline`, disconnects and stops serving.
+    /// Serves HTTP, connects to the broker and runs every feature until the task is cancelled;
+    /// then shuts the features down in reverse order, disconnects and stops serving.
     public func run() async throws {
         try http.start()
         logger.info("HTTP listening", ["bind": configuration.http.bind, "port": String(http.port)])
+        warnAboutSettings()
+        controller.seed(source.initialReadings())
+        do {
+            let restored = controller.restore(try history.lastValues())
+            if restored > 0 { logger.info("restored last values from the database", ["values": String(restored)]) }
+        } catch {
+            logger.error("cannot read the last values; starting from defaults", ["error": error.description])
+        }
+        for feature in features { try router.add(feature) }
+        if configuration.cluster.instances > 1 {
+            logger.info("cluster instance", ["index": String(configuration.cluster.index),
+                                             "instances": String(configuration.cluster.instances),
+                                             "owned_users": String(configuration.owned.users.count),
+                                             "users": String(configuration.users.count)])
+        }
+        try mqtt.start()
+        logger.info("connecting to broker", ["broker": brokerAddress, "client_id": configuration.clientID])
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.handleEvents() }
+            for feature in features {
+                group.addTask { await feature.run() }
+            }
+        }
+        logger.info("shutting down")
+        for feature in features.reversed() { await feature.shutdown() }
+        mqtt.stop()
+        http.stop()
+    }
+
+    private func warnAboutSettings() {
         if configuration.http.legacyRoutes {
             logger.warning("legacy seed routes are on: /login/:username/:password carries passwords in URLs; "
                 + "turn http.legacy_routes off unless an old app needs them")
@@ -231,217 +151,25 @@ public final class Bridge: Sendable {
             logger.warning("\(key) contains '.' or '*', which RabbitMQ's MQTT plugin delivers as '/' or '+'; "
                 + "choose one without them to use RabbitMQ (docs/brokers.md)", ["value": value])
         }
-        var simulator: Simulator?
-        if restSource == nil {
-            // Only the users this instance owns: the others' owners simulate them.
-            let simulated = Simulator(users: configuration.owned.users, seed: seed())
-            controller.record(simulated.initialReadings(), publish: false)
-            simulator = simulated
-        } else {
-            // Polled rooms start with their lights off until the upstream or the database says otherwise.
-            controller.record(configuration.users.flatMap { user in
-                user.rooms.filter { $0.sensors.contains(.lights) }.map {
-                    Reading(user: user.id, room: $0.id, sensor: .lights, value: .binary(false))
-                }
-            }, publish: false)
-        }
-        do {
-            let restored = controller.restore(try history.lastValues())
-            if restored > 0 { logger.info("restored last values from the database", ["values": String(restored)]) }
-        } catch {
-            logger.error("cannot read the last values; starting from defaults", ["error": error.description])
-        }
-        try mqtt.subscribe(controller.topics.commandFilter, qos: configuration.mqtt.qos)
-        try mqtt.subscribe(sweep.filter, qos: 0)
-        if let discovery = controller.discovery {
-            try mqtt.subscribe(discovery.statusTopic, qos: 0)
-        }
-        if let peers {
-            // QoS 0: mosquitto queues at most max_queued_messages (default 1,000) QoS 1 messages per
-            // client and drops the rest; QoS 0 is not capped, and these are retained or rare.
-            let topics = controller.topics
-            // Each instance's state by its exact topic, so that brokers which give retained messages
-            // only to exact subscriptions (RabbitMQ) still tell a new instance who is up.
-            for index in 0..<configuration.cluster.instances {
-                try mqtt.subscribe(topics.instanceState(index), qos: 0)
-            }
-            for filter in (clusterHistory?.filters ?? []) + [topics.availabilityFilter, topics.revokedSessionFilter,
-                           topics.alarmFilter] {
-                try mqtt.subscribe(filter, qos: 0)
-            }
-            try mqtt.subscribe(controller.topics.bridgeState, qos: configuration.mqtt.qos)
-            try peers.start()
-            logger.info("cluster instance", ["index": String(configuration.cluster.index),
-                                             "instances": String(configuration.cluster.instances),
-                                             "owned_users": String(configuration.owned.users.count),
-                                             "users": String(configuration.users.count)])
-        }
-        try mqtt.start()
-        logger.info("connecting to broker", ["broker": brokerAddress, "client_id": configuration.clientID])
-
-        await withDiscardingTaskGroup { group in
-            group.addTask { await self.handleEvents() }
-            group.addTask { await self.recorder.run(interval: 1) }
-            group.addTask { await self.scheduler.run() }
-            group.addTask { await self.pruneHistory() }
-            group.addTask { await self.controller.events.run(interval: 15) }
-            if let mirrors {
-                group.addTask { await mirrors.run() }
-            }
-            if let restSource {
-                group.addTask { await restSource.run() }
-            }
-            if let simulator {
-                group.addTask { await self.simulate(simulator) }
-            }
-        }
-        await shutdown()
     }
 
-    /// Steps the simulator every `source.interval` (as fast as it can at 0) until cancelled.
-    private func simulate(_ start: Simulator) async {
-        var simulator = start
-        let interval = configuration.source.interval
-        while !Task.isCancelled {
-            if interval > 0 {
-                do { try await Task.sleep(for: .milliseconds(Int(interval * 1000))) } catch { break }
-            } else {
-                await Task.yield()
-            }
-            // A step waits for the broker rather than queue without end (interval 0, a large home).
-            await mqtt.waitForBacklog(below: HomeController.backlogLimit)
-            controller.record(simulator.step(), publish: true)
-        }
-    }
-
-    /// Home Assistant came (back) online: after a short random delay, so it has subscribed, it
-    /// gets every config and state again, and no entity stays unavailable.
-    private func homeAssistantStatus(_ message: MQTTMessage) {
-        guard message.text == "online" else { return }
-        let delay = Int.random(in: 1000...3000)
-        logger.info("Home Assistant is online; republishing discovery and states", ["delay_ms": String(delay)])
-        Task {
-            try? await Task.sleep(for: .milliseconds(delay))
-            controller.republishEverything()
-        }
-    }
-
-    /// Clears this bridge's retained discovery configs for entities it no longer has.
-    private func sweepStaleConfigs() async {
-        try? await Task.sleep(for: DiscoverySweep.window)
-        let current = controller.discovery?.configTopics(home: controller.store.home) ?? []
-        var remembered: Set<String> = []
-        do {
-            remembered = try announced.topics()
-        } catch {
-            logger.warning("cannot read the announced discovery configs", ["error": error.description])
-        }
-        let stale = sweep.finish(current: current, remembered: remembered)
-        for topic in stale {
-            do {
-                try mqtt.publish(topic: topic, payload: [], qos: configuration.mqtt.qos, retain: true)
-            } catch {
-                logger.warning("cannot clear a stale discovery config", ["topic": topic, "error": error.description])
-            }
-        }
-        if !stale.isEmpty { logger.info("cleared stale Home Assistant configs", ["count": String(stale.count)]) }
-        do {
-            try announced.replace(with: current)
-            logger.info("recorded the announced Home Assistant configs", ["count": String(current.count)])
-        } catch {
-            logger.warning("cannot record the announced discovery configs", ["error": error.description])
-        }
-        try? mqtt.unsubscribe(sweep.filter)
-    }
-
-    /// Deletes readings older than `storage.retention_days`, at start and then hourly.
-    private func pruneHistory() async {
-        while !Task.isCancelled {
-            let cutoff = Date().addingTimeInterval(-Double(configuration.storage.retentionDays) * 86_400)
-            do {
-                let pruned = try history.prune(before: cutoff)
-                if pruned > 0 { logger.info("pruned old history", ["rows": String(pruned)]) }
-            } catch {
-                logger.error("cannot prune history", ["error": error.description])
-            }
-            do { try await Task.sleep(for: .seconds(3600)) } catch { break }
-        }
-    }
-
-    private func seed() -> UInt64 {
-        if let seed = configuration.source.seed { return seed }
-        let seed = UInt64.random(in: 0...UInt64.max)
-        logger.info("simulating with a random seed; set source.seed to repeat this run", ["seed": String(seed)])
-        return seed
-    }
-
-    private func shutdown() async {
-        logger.info("shutting down")
-        peers?.beginShutdown()
-        do {
-            if peers != nil {
-                try mqtt.publish(topic: controller.topics.instanceState(configuration.cluster.index), text: "offline",
-                                 qos: 1, retain: true)
-            }
-            // A cluster says `offline` only when its last instance goes.
-            if peers?.othersOnline ?? false == false {
-                try mqtt.publish(topic: controller.topics.bridgeState, text: "offline", qos: 1, retain: true)
-            }
-            if !(await mqtt.waitForPublished(timeout: 2)) {
-                logger.warning("broker did not acknowledge everything before shutdown")
-            }
-        } catch {
-            logger.warning("could not publish offline state", ["error": error.description])
-        }
-        mqtt.stop()
-        peers?.stop()
-        http.stop()
-    }
-
+    /// The MQTT event loop: connection events to the log and to every feature, messages to the
+    /// features that subscribed to them.
     private func handleEvents() async {
         var wasConnected = false
         for await event in mqtt.events {
+            Bridge.log(event, broker: mqtt, address: brokerAddress, wasConnected: wasConnected, logger: logger)
             switch event {
             case .connected:
-                logger.info("connected to broker", ["broker": brokerAddress])
                 wasConnected = true
-                controller.republishEverything()
-                if sweep.begin() {
-                    Task { await self.sweepStaleConfigs() }
-                }
-            case .refused(let reason):
-                // Retried with the same backoff as an unreachable broker, up to mqtt.reconnect_max.
-                logger.error("broker refused: \(reason)", ["broker": brokerAddress, "attempt": String(mqtt.failedAttempts),
-                                                          "retry_in_s": String(format: "%.1f", mqtt.nextAttemptDelay ?? 0)])
-            case .disconnected(let unexpected, let reason):
-                let retry = String(format: "%.1f", mqtt.nextAttemptDelay ?? 0)
-                if unexpected, wasConnected {
-                    logger.warning("lost connection to broker; reconnecting",
-                                   ["broker": brokerAddress, "reason": reason, "retry_in_s": retry,
-                                    "queued": String(mqtt.queuedMessages)])
-                } else if unexpected {
-                    logger.warning("cannot reach broker; retrying",
-                                   ["broker": brokerAddress, "reason": reason, "attempt": String(mqtt.failedAttempts),
-                                    "retry_in_s": retry, "queued": String(mqtt.queuedMessages),
-                                    "dropped": String(mqtt.droppedMessages)])
-                }
+                for feature in features { feature.connected() }
+            case .refused, .disconnected:
                 wasConnected = false
             case .message(let message):
-                if sweep.collect(message) { continue }
-                if let discovery = controller.discovery, message.topic == discovery.statusTopic {
-                    homeAssistantStatus(message)
-                    continue
-                }
-                if let peers, peers.handle(message) || replication?.handle(message) == true
-                    || clusterHistory?.handle(message) == true || mirrors?.handle(message) == true
-                {
-                    continue
-                }
-                controller.handleCommand(message)
+                router.route(message)
             }
         }
     }
-
 }
 
 /// A start-up problem outside any one library: names what went wrong.

@@ -3,7 +3,7 @@ import BridgeMQTT
 import Foundation
 import Synchronization
 
-/// Cluster (issue #11): what one instance knows and does about the others.
+/// Cluster (docs/scaling.md): what one instance knows and does about the others.
 ///
 /// Each instance's last will is its own `<base>/bridge/<i>/state`. When an instance goes offline
 /// without taking its rooms with it, the lowest-numbered instance still online announces those
@@ -15,95 +15,122 @@ import Synchronization
 /// A logout on one instance is published retained on `<base>/bridge/revoked/<id>` until the token
 /// expires; every instance (one that was down at the time included, when it subscribes) refuses
 /// the token from then on.
-final class ClusterPeers: Sendable {
+///
+/// Another instance may also announce this instance's rooms `offline` (it saw an old `offline` of
+/// ours while we were restarting): that is corrected, unless the room really is offline.
+final class ClusterPeers: BridgeFeature {
+    let name = "cluster-peers"
     private let membership: ClusterMembership
     private let topics: Topics
-    private let controller: HomeController
+    private let qos: Int
+    private let store: HomeStore
+    private let publisher: StatePublisher
     private let sessions: SessionService
     private let logger: Logger
     private let presence: MQTTClient
     /// Instances other than this one last seen `online`.
-    private let online = Mutex<Set<Int>>([])
+    private let online: OnlineInstances
     private let stopping = Atomic<Bool>(false)
 
-    init(configuration: BridgeConfiguration, broker: BrokerURL, controller: HomeController, sessions: SessionService,
-         logger: Logger) throws {
+    init(configuration: BridgeConfiguration, broker: BrokerURL, store: HomeStore, publisher: StatePublisher,
+         sessions: SessionService, online: OnlineInstances, logger: Logger) throws {
+        self.online = online
         membership = configuration.cluster.membership
-        topics = controller.topics
-        self.controller = controller
+        topics = Topics(base: configuration.mqtt.baseTopic)
+        qos = configuration.mqtt.qos
+        self.store = store
+        self.publisher = publisher
         self.sessions = sessions
         self.logger = logger
         var presenceConfiguration = try Bridge.mqttConfiguration(configuration, broker: broker, logger: logger)
         presenceConfiguration.clientID = configuration.clientID + "-presence"
-        presenceConfiguration.will = .init(topic: controller.topics.bridgeState, payload: Array("offline".utf8), qos: 1,
+        presenceConfiguration.will = .init(topic: topics.bridgeState, payload: Array("offline".utf8), qos: 1,
                                            retain: true)
         presenceConfiguration.cleanSession = true
         presence = try MQTTClient(configuration: presenceConfiguration)
-        sessions.onRevoke { [controller] revocation in
-            controller.publish(controller.topics.revokedSession(revocation.id), String(revocation.expiresAt))
+        let topics = topics
+        sessions.onRevoke { [publisher] revocation in
+            publisher.send(topics.revokedSession(revocation.id), String(revocation.expiresAt))
         }
     }
 
-    /// Connects the presence connection (it only holds the will; it never publishes).
-    func start() throws {
-        try presence.start()
-        let presence = presence
-        Task { for await _ in presence.events {} }
+    /// QoS 0 for most: mosquitto queues at most max_queued_messages (default 1,000) QoS 1 messages
+    /// per client and drops the rest; QoS 0 is not capped, and these are retained or rare. Each
+    /// instance's state by its exact topic, so that brokers which give retained messages only to
+    /// exact subscriptions (RabbitMQ) still tell a new instance who is up.
+    var subscriptions: [MQTTSubscription] {
+        (0..<membership.instances).map { MQTTSubscription(filter: topics.instanceState($0), qos: 0) }
+            + [MQTTSubscription(filter: topics.availabilityFilter, qos: 0),
+               MQTTSubscription(filter: topics.revokedSessionFilter, qos: 0),
+               MQTTSubscription(filter: topics.bridgeState, qos: qos)]
     }
 
-    /// Called first thing at shutdown: from now on an `offline` is ours to say, not to correct.
-    func beginShutdown() {
+    /// Connects the presence connection (it only holds the will; it never publishes) and drains
+    /// its events until cancelled.
+    func run() async {
+        do {
+            try presence.start()
+        } catch {
+            logger.error("cannot start the cluster presence connection", ["error": error.description])
+            return
+        }
+        for await _ in presence.events {}
+    }
+
+    /// From now on an `offline` is ours to say, not to correct; the presence connection is
+    /// disconnected cleanly, so its will is not published.
+    func shutdown() async {
         stopping.store(true, ordering: .relaxed)
-    }
-
-    /// Disconnects the presence connection cleanly, so its will is not published.
-    func stop() {
         presence.stop()
     }
 
-    /// Whether any other instance is online, as far as this one has seen.
-    var othersOnline: Bool { online.withLock { !$0.isEmpty } }
 
-    /// Handles the cluster's state topics; returns `false` for any other message.
-    func handle(_ message: MQTTMessage) -> Bool {
+    func handle(_ message: MQTTMessage) {
         if message.topic == topics.bridgeState {
             if message.text == "offline", !stopping.load(ordering: .relaxed) {
                 // Another instance's presence will (it died): we are still here.
-                controller.publish(topics.bridgeState, "online")
+                publisher.send(topics.bridgeState, "online")
             }
-            return true
+            return
         }
         if let id = topics.parseRevokedSession(message.topic) {
             revoke(id: id, message: message)
-            return true
+            return
         }
-        guard let instance = topics.parseInstanceState(message.topic) else { return false }
+        if let key = topics.parseAvailabilityTopic(message.topic) {
+            correctAvailability(key, message: message)
+            return
+        }
+        guard let instance = topics.parseInstanceState(message.topic) else { return }
         // Our own state: we publish `online` at every connect, which replaces an old `offline`.
-        guard instance != membership.index else { return true }
+        guard instance != membership.index else { return }
         guard instance < membership.instances else {
             logger.warning("a bridge instance outside cluster.instances is publishing on this base topic",
                            ["topic": message.topic, "instances": String(membership.instances)])
-            return true
+            return
         }
         let isOnline = message.text == "online"
-        let (changed, announce) = online.withLock { set -> (Bool, Bool) in
-            let changed = isOnline ? set.insert(instance).inserted : set.remove(instance) != nil
-            let lowest = set.union([membership.index]).min() == membership.index
-            return (changed, lowest)
-        }
+        let changed = online.set(instance, online: isOnline)
+        let announce = online.isLowest(membership.index)
         guard !isOnline else {
             if changed { logger.info("cluster instance online", ["instance": String(instance)]) }
-            return true
+            return
         }
         // An `offline` retained from before we started counts too: nobody may have announced it.
-        guard changed || message.retain, !stopping.load(ordering: .relaxed) else { return true }
+        guard changed || message.retain, !stopping.load(ordering: .relaxed) else { return }
         logger.warning("cluster instance offline", ["instance": String(instance)])
         if announce {
-            let rooms = controller.announceRoomsOffline(ofInstance: instance)
+            let rooms = publisher.announceRoomsOffline(ofInstance: instance)
             logger.info("announced the offline instance's rooms unavailable",
                         ["instance": String(instance), "rooms": String(rooms)])
         }
-        return true
+    }
+
+    /// Another instance announced one of our rooms offline: corrected unless it really is.
+    private func correctAvailability(_ key: RoomKey, message: MQTTMessage) {
+        guard membership.owns(key.user), message.text == "offline", !store.withLock({ $0.offline.contains(key) })
+        else { return }
+        publisher.send(message.topic, "online")
     }
 
     /// A logout another instance (or this one) published: refused here too; once the token has
@@ -115,7 +142,7 @@ final class ClusterPeers: Sendable {
             return
         }
         if Double(expiresAt) <= Date().timeIntervalSince1970 {
-            controller.publish(message.topic, "")
+            publisher.send(message.topic, "")
             return
         }
         do {

@@ -5,7 +5,11 @@ import Synchronization
 /// Fans the bridge's state changes and events out to `GET /api/v1/events` clients, each only its
 /// own user's. Writing never blocks: a client too far behind gets one `overflow` event and is
 /// dropped, so a stalled browser can't slow the bridge down.
-final class EventHub: Sendable {
+final class EventHub: BridgeFeature, StateSubscriber {
+    let name = "event-streams"
+    /// Seconds between heartbeats (README, "Live events").
+    static let heartbeatInterval = 15.0
+
     private struct Stream {
         var sink: any HTTPStreamSink
         /// The id of the session whose token opened it, so revoking the session (here or on another
@@ -51,6 +55,32 @@ final class EventHub: Sendable {
             failed = true
         }
         if failed { prune() }
+    }
+
+    /// The state bus: each published (or mirrored) reading as a `state` event, and every event,
+    /// to the user's streams.
+    func receive(_ changes: [StateChange]) {
+        for change in changes {
+            switch change {
+            case .reading(let reading) where reading.published || reading.origin == .mirror:
+                send(user: reading.key.user, event: "state", JSONValue.object([
+                    ("type", .string("state")), ("room", .string(reading.key.room)),
+                    ("sensor", .string(reading.sensor.id)), ("value", .string(reading.value.mqttPayload)),
+                    ("at", .string(Timestamp.iso8601(reading.time))),
+                ]))
+            case .event(let user, .relayed(let type, let json)):
+                guard hasStreams(user: user), let bytes = ServerSentEvents.event(type, json: json) else { continue }
+                send(user: user, bytes: bytes)
+            case .event(let user, let event):
+                send(user: user, event: event.type, event.json)
+            case .reading, .availability:
+                continue
+            }
+        }
+    }
+
+    func run() async {
+        await run(interval: Self.heartbeatInterval)
     }
 
     /// Sends a heartbeat comment to every stream every `interval` seconds, which also finds

@@ -2,19 +2,53 @@ import BridgeStorage
 import Foundation
 import Synchronization
 
-/// Collects published readings and writes them to the database in batches, once a second, so
-/// recording history costs one transaction per second rather than one per reading.
-final class HistoryRecorder: Sendable {
+/// Collects published readings from the state bus and writes them to the database in batches,
+/// once a second, so recording history costs one transaction per second rather than one per
+/// reading; deletes readings older than `storage.retention_days`, at start and then hourly.
+final class HistoryRecorder: BridgeFeature, StateSubscriber {
+    let name = "history"
     /// Rows held while the database can't keep up; past this the oldest are dropped (and logged).
     static let maxPending = 200_000
 
     private let pending = Mutex<[HistoryStore.Row]>([])
     private let store: HistoryStore
     private let logger: Logger
+    private let retentionDays: Int
 
-    init(store: HistoryStore, logger: Logger) {
+    init(store: HistoryStore, retentionDays: Int, logger: Logger) {
         self.store = store
+        self.retentionDays = retentionDays
         self.logger = logger
+    }
+
+    /// Every published reading is recorded (a mirrored one is its owner's to record).
+    func receive(_ changes: [StateChange]) {
+        var rows: [HistoryStore.Row] = []
+        for case .reading(let change) in changes where change.published {
+            rows.append(HistoryStore.Row(user: change.key.user, room: change.key.room, sensor: change.sensor.id,
+                                         time: change.time, value: change.value.mqttPayload))
+        }
+        add(rows)
+    }
+
+    func run() async {
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.run(interval: 1) }
+            group.addTask { await self.pruneHourly() }
+        }
+    }
+
+    private func pruneHourly() async {
+        while !Task.isCancelled {
+            let cutoff = Date().addingTimeInterval(-Double(retentionDays) * 86_400)
+            do {
+                let pruned = try store.prune(before: cutoff)
+                if pruned > 0 { logger.info("pruned old history", ["rows": String(pruned)]) }
+            } catch {
+                logger.error("cannot prune history", ["error": error.description])
+            }
+            do { try await Task.sleep(for: .seconds(3600)) } catch { break }
+        }
     }
 
     func add(_ rows: [HistoryStore.Row]) {

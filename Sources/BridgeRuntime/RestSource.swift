@@ -7,7 +7,8 @@ import FoundationNetworking
 /// `source.kind: rest`: polls `GET {base_url}/rooms/{userID}/{Room}` for every room, each room on
 /// its own schedule (spread over the interval, backing off on failure), at most
 /// `source.concurrency` requests in flight. A broken room never delays the others.
-final class RestSource: Sendable {
+final class RestSource: Source {
+    let name = "rest"
     private let configuration: BridgeConfiguration
     private let controller: HomeController
     private let logger: Logger
@@ -20,6 +21,18 @@ final class RestSource: Sendable {
         self.client = client
         self.logger = logger
         permits = AsyncPermits(count: configuration.source.concurrency)
+    }
+
+    /// The upstream takes light commands when `source.lights_command` says how.
+    var lightSwitch: (any LightSwitch)? { configuration.source.lightsCommand.path == nil ? nil : client }
+
+    /// Polled rooms start with their lights off until the upstream or the database says otherwise.
+    func initialReadings() -> [Reading] {
+        configuration.users.flatMap { user in
+            user.rooms.filter { $0.sensors.contains(.lights) }.map {
+                Reading(user: user.id, room: $0.id, sensor: .lights, value: .binary(false))
+            }
+        }
     }
 
     /// Polls until cancelled.
@@ -60,12 +73,12 @@ final class RestSource: Sendable {
             case .success(let readings):
                 let change = schedule.succeeded(start: started)
                 if change.worthLogging { logger.info("upstream room answers again", ["user": user.id, "room": room.id]) }
-                if change.availabilityChanged { controller.setAvailability(user: user.id, room: room.id, online: true) }
+                if change.availabilityChanged { controller.setAvailability(RoomKey(user: user.id, room: room.id), online: true) }
                 let keepOwnLights = source.lightsCommand.path == nil
                 controller.record(readings.compactMap { reading in
                     keepOwnLights && reading.sensor == .lights
                         ? nil : Reading(user: user.id, room: room.id, sensor: reading.sensor, value: reading.value)
-                }, publish: true)
+                })
             case .failure(let failure):
                 let change = schedule.failed(start: started, problem: failure.problem)
                 if change.worthLogging {
@@ -76,7 +89,7 @@ final class RestSource: Sendable {
                 if change.availabilityChanged {
                     logger.warning("room offline after repeated upstream failures; keeping its last values",
                                    ["user": user.id, "room": room.id])
-                    controller.setAvailability(user: user.id, room: room.id, online: false)
+                    controller.setAvailability(RoomKey(user: user.id, room: room.id), online: false)
                 }
             }
         }
@@ -97,7 +110,7 @@ struct UpstreamFailure: Error {
 }
 
 /// HTTP to the upstream: polls and forwarded light commands.
-struct UpstreamClient: Sendable {
+struct UpstreamClient: LightSwitch {
     let baseURL: String
     let session: URLSession
     let lightsCommand: BridgeConfiguration.LightsCommand
@@ -123,6 +136,10 @@ struct UpstreamClient: Sendable {
             return .failure(UpstreamFailure(problem: "cannot build a URL from source.base_url"))
         }
         return await send(URLRequest(url: url))
+    }
+
+    func switchLight(_ target: CommandTarget, on: Bool) async -> Result<Void, CommandRejection> {
+        await forwardLights(user: target.user.id, room: target.room, on: on)
     }
 
     /// Forwards a light command with `source.lights_command`; `{userID}`, `{room}` (display name),

@@ -95,10 +95,4 @@ public struct AlarmStore: Sendable {
             )
         }
     }
-
-    /// How often an alarm fired (not counting skipped occurrences).
-    public func firingCount(uuid: String) throws(StorageError) -> Int {
-        Int(try database.query("SELECT count(*) FROM alarm_firings WHERE uuid = ? AND skipped = 0", [.text(uuid)])
-            .first?.first?.integer ?? 0)
-    }
 }

@@ -15,7 +15,7 @@ import Testing
             history: Fixtures.NoHistory(),
             schedule: AlarmSchedule(timeZone: .gmt, grace: 600),
             openEvents: { _, _, sink in sink.finish(with: []) },
-            switchLight: { _, _, _ in .failure(.retained) }
+            switchLight: { _, _, _ in .failure(.noLights(room: "none")) }
         )
     }
 

@@ -1,0 +1,73 @@
+import BridgeCore
+import BridgeCrypto
+import BridgeHTTP
+import BridgeStorage
+import Foundation
+
+/// The HTTP side: the routes (`HTTPRoutes`, pure) wired to the bridge's state, command path,
+/// storage and event streams, served by libmicrohttpd.
+enum HTTPFrontend {
+    struct Parts {
+        var store: HomeStore
+        var broker: any BrokerLink
+        var brokerAddress: String
+        var startedAt: Date
+        var sessions: SessionService
+        var alarms: any AlarmRepository
+        var history: any HistoryRepository
+        var schedule: AlarmSchedule
+        var events: EventHub
+        var commands: CommandService
+        var mirrors: MirrorSubscriptions?
+    }
+
+    static func server(configuration: BridgeConfiguration, parts: Parts, logger: Logger) -> HTTPServer {
+        var dashboard: (@Sendable (String) -> HTTPResponse?)?
+        if let files = StaticFiles(root: configuration.http.webRoot) {
+            dashboard = { path in files.response(for: path) }
+        }
+        var routes = HTTPRoutes(
+            legacyRoutes: configuration.http.legacyRoutes,
+            loginGate: LoginGate(
+                verifyPassword: { password, hash in PasswordHasher.verify(password: password, userHash: hash) },
+                now: { Date().timeIntervalSinceReferenceDate }
+            ),
+            sessions: parts.sessions.services,
+            alarms: parts.alarms,
+            history: parts.history,
+            schedule: parts.schedule,
+            openEvents: { [events = parts.events, sessions = parts.sessions] user, token, sink in
+                events.open(user: user, session: sessions.sessionID(of: token) ?? token, sink: sink)
+            },
+            staticFiles: dashboard,
+            switchLight: { [commands = parts.commands] user, room, command in
+                commands.switchAndWait(command, user: user, room: room)
+            }
+        )
+        if let mirrors = parts.mirrors {
+            routes.prepareUser = { user in mirrors.ensure(user: user) }
+        }
+        routes.reportFailure = { (request: HTTPRequest, error: any Error) in
+            // The legacy login route carries a password in its path: never logged.
+            let path = request.path.hasPrefix("/login/") ? "/login/…" : request.path
+            logger.error("request failed", ["method": request.method, "path": path, "error": "\(error)"])
+        }
+        let finalRoutes = routes
+        return HTTPServer(configuration: Bridge.httpConfiguration(configuration.http)) { request in
+            finalRoutes.respond(
+                to: request,
+                home: { parts.store.home },
+                health: {
+                    HTTPRoutes.Health(
+                        mqttConnected: parts.broker.isConnected,
+                        mqttProblem: parts.broker.lastProblem,
+                        broker: parts.brokerAddress,
+                        uptimeSeconds: Int(Date().timeIntervalSince(parts.startedAt)),
+                        mqttQueued: parts.broker.queuedMessages,
+                        mqttDropped: parts.broker.droppedMessages
+                    )
+                }
+            )
+        }
+    }
+}

@@ -1,0 +1,84 @@
+import BridgeMQTT
+import Synchronization
+
+/// Routes each received message to every feature with a subscription that matches its topic
+/// (libmosquitto's own matching), so no feature sees another's messages and the order of the
+/// feature list decides nothing. Features that subscribe while running (the cluster's mirrors)
+/// do it here, so their routes and their broker subscriptions stay one list.
+final class MessageRouter: Sendable {
+    /// Exact topics (most of a cluster's mirror subscriptions: thousands) by topic, the few
+    /// wildcard filters in a list, so routing costs a lookup plus a match per wildcard filter.
+    private struct Routes {
+        var exact: [String: [any BridgeFeature]] = [:]
+        var wildcard: [(filter: String, feature: any BridgeFeature)] = []
+
+        func features(for filter: String) -> [any BridgeFeature] {
+            isWildcard(filter) ? wildcard.filter { $0.filter == filter }.map(\.feature) : exact[filter] ?? []
+        }
+
+        mutating func add(_ filter: String, _ feature: any BridgeFeature) {
+            guard !features(for: filter).contains(where: { $0.name == feature.name }) else { return }
+            if isWildcard(filter) { wildcard.append((filter, feature)) } else { exact[filter, default: []].append(feature) }
+        }
+
+        mutating func remove(_ filter: String, _ feature: any BridgeFeature) {
+            if isWildcard(filter) {
+                wildcard.removeAll { $0.filter == filter && $0.feature.name == feature.name }
+            } else {
+                exact[filter]?.removeAll { $0.name == feature.name }
+                if exact[filter]?.isEmpty == true { exact[filter] = nil }
+            }
+        }
+
+        private func isWildcard(_ filter: String) -> Bool { filter.contains("+") || filter.contains("#") }
+    }
+
+    private let broker: any BrokerLink
+    private let logger: Logger
+    private let routes = Mutex(Routes())
+
+    init(broker: any BrokerLink, logger: Logger) {
+        self.broker = broker
+        self.logger = logger
+    }
+
+    /// Subscribes a feature's declared subscriptions.
+    func add(_ feature: any BridgeFeature) throws(MQTTError) {
+        for subscription in feature.subscriptions {
+            try subscribe(subscription.filter, qos: subscription.qos, for: feature)
+        }
+    }
+
+    /// Subscribes `filter` now (and after every reconnect) and routes what matches it to `feature`.
+    func subscribe(_ filter: String, qos: Int, for feature: any BridgeFeature) throws(MQTTError) {
+        routes.withLock { $0.add(filter, feature) }
+        try broker.subscribe(filter, qos: qos)
+    }
+
+    /// Stops routing `filter` to `feature`; unsubscribes when no other feature wants it.
+    func unsubscribe(_ filter: String, for feature: any BridgeFeature) {
+        let unused = routes.withLock { routes -> Bool in
+            routes.remove(filter, feature)
+            return routes.features(for: filter).isEmpty
+        }
+        if unused { try? broker.unsubscribe(filter) }
+    }
+
+    /// Hands a message to each feature whose filter matches it; logs one that nobody wants (the
+    /// broker sent something no subscription asked for).
+    func route(_ message: MQTTMessage) {
+        let targets = routes.withLock { routes -> [any BridgeFeature] in
+            var targets = routes.exact[message.topic] ?? []
+            for (filter, feature) in routes.wildcard where MQTTTopicFilter.matches(filter, topic: message.topic)
+                && !targets.contains(where: { $0.name == feature.name }) {
+                targets.append(feature)
+            }
+            return targets
+        }
+        guard !targets.isEmpty else {
+            logger.warning("ignored message on an unexpected topic", ["topic": message.topic])
+            return
+        }
+        for feature in targets { feature.handle(message) }
+    }
+}

@@ -1,0 +1,57 @@
+import BridgeCore
+
+/// Where readings come from (`source.kind`; README, "Sources"): the simulator, a REST upstream,
+/// and whatever else reads a real home. A source is a feature: it produces readings in its
+/// `run()` and hands them to the home controller, which emits them on the state bus.
+protocol Source: BridgeFeature {
+    /// Values the home holds before the first reading: not published by themselves, the retained
+    /// state published at each connect carries them.
+    func initialReadings() -> [Reading]
+    /// Where light commands go before the state changes, when this source takes them; nil when
+    /// the bridge keeps each light's state itself.
+    var lightSwitch: (any LightSwitch)? { get }
+}
+
+/// `source.kind: simulated`: steps the simulator every `source.interval` (as fast as it can at 0)
+/// for the users this instance owns (the others' owners simulate them).
+final class SimulatedSource: Source {
+    let name = "simulator"
+    let lightSwitch: (any LightSwitch)? = nil
+
+    private let start: Simulator
+    private let interval: Double
+    private let controller: HomeController
+    private let broker: any BrokerLink
+
+    init(configuration: BridgeConfiguration, controller: HomeController, broker: any BrokerLink, logger: Logger) {
+        let seed: UInt64
+        if let configured = configuration.source.seed {
+            seed = configured
+        } else {
+            seed = UInt64.random(in: 0...UInt64.max)
+            logger.info("simulating with a random seed; set source.seed to repeat this run", ["seed": String(seed)])
+        }
+        start = Simulator(users: configuration.owned.users, seed: seed)
+        interval = configuration.source.interval
+        self.controller = controller
+        self.broker = broker
+    }
+
+    func initialReadings() -> [Reading] {
+        start.initialReadings()
+    }
+
+    func run() async {
+        var simulator = start
+        while !Task.isCancelled {
+            if interval > 0 {
+                do { try await Task.sleep(for: .milliseconds(Int(interval * 1000))) } catch { break }
+            } else {
+                await Task.yield()
+            }
+            // A step waits for the broker rather than queue without end (interval 0, a large home).
+            await broker.waitForBacklog(below: StatePublisher.backlogLimit)
+            controller.record(simulator.step())
+        }
+    }
+}

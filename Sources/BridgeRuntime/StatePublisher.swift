@@ -1,0 +1,209 @@
+import BridgeCore
+import BridgeMQTT
+import Foundation
+import Synchronization
+
+/// Publishes the home's state over MQTT: each change as the state bus hands it over (a reading
+/// when its payload changed or `publish.refresh` is due, then its room's JSON), and everything,
+/// retained, after every (re)connect, so a broker that restarted without persistence has the
+/// whole home again (README, "MQTT topics"). It owns the publish tracker, and serialises each
+/// room's JSON once per change, from the home as the change left it, outside the store's lock.
+final class StatePublisher: BridgeFeature {
+    let name = "state"
+
+    /// How many messages may wait for the broker before a producer of many (a simulator tick, the
+    /// retained state after a connect) waits for it: the back-pressure that keeps every reading
+    /// while connected without holding a whole large home in memory at once.
+    static let backlogLimit = 2_000
+
+    private let configuration: BridgeConfiguration
+    private let store: HomeStore
+    private let outbound: Outbound
+    private let broker: any BrokerLink
+    private let logger: Logger
+    private let topics: Topics
+    private let membership: ClusterMembership
+    private let discovery: HomeAssistantDiscovery?
+    private let startedAt: Date
+    private let tracker: Mutex<PublishTracker>
+    private let clockStart = ContinuousClock.now
+    private let republishing = CoalescedSignal()
+    /// Cluster: whether another instance is still online (then `bridge/state` stays `online`).
+    private let othersOnline: @Sendable () -> Bool
+
+    init(configuration: BridgeConfiguration, store: HomeStore, broker: any BrokerLink, logger: Logger,
+         discovery: HomeAssistantDiscovery?, startedAt: Date, othersOnline: @escaping @Sendable () -> Bool = { false }) {
+        self.configuration = configuration
+        self.store = store
+        self.broker = broker
+        self.logger = logger
+        self.discovery = discovery
+        self.startedAt = startedAt
+        self.othersOnline = othersOnline
+        outbound = Outbound(broker: broker, qos: configuration.mqtt.qos, logger: logger)
+        topics = Topics(base: configuration.mqtt.baseTopic)
+        membership = configuration.cluster.membership
+        tracker = Mutex(PublishTracker(refresh: configuration.publish.refresh))
+    }
+
+    /// Seconds on a monotonic clock, for the publish tracker.
+    private var now: Double {
+        let elapsed = ContinuousClock.now - clockStart
+        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    }
+
+    // MARK: Changes
+
+    /// Publishes what the changes call for and returns them with `published` set on the readings
+    /// that went out. Under the tracker's lock, so two batches never interleave on a topic.
+    func publish(_ changes: [StateChange], home: Home) -> [StateChange] {
+        tracker.withLock { tracker in
+            let now = self.now
+            var changes = changes
+            var touched: [RoomKey: Bool] = [:]
+            var touchedOrder: [RoomKey] = []
+            var messages: [(String, String, Bool)] = []
+            for index in changes.indices {
+                switch changes[index] {
+                case .reading(var change):
+                    let topic = topics.sensor(user: change.key.user, room: change.key.room, sensor: change.sensor)
+                    let payload = change.value.mqttPayload
+                    switch change.origin {
+                    case .mirror:
+                        continue
+                    case .command:
+                        tracker.markPublished(topic: topic, payload: payload, now: now)
+                    case .source:
+                        guard tracker.shouldPublish(topic: topic, payload: payload, now: now) else { continue }
+                    }
+                    change.published = true
+                    changes[index] = .reading(change)
+                    messages.append((topic, payload, true))
+                    let forced = change.origin != .source
+                    if let seen = touched[change.key] {
+                        touched[change.key] = seen || forced
+                    } else {
+                        touched[change.key] = forced
+                        touchedOrder.append(change.key)
+                    }
+                case .availability(let key, let online):
+                    messages.append((topics.availability(user: key.user, room: key.room), online ? "online" : "offline",
+                                     true))
+                case .event(_, .relayed):
+                    continue
+                case .event(let user, let event):
+                    messages.append((topics.events(user: user), event.serialized, false))
+                }
+            }
+            for key in touchedOrder {
+                guard let user = home.user(id: key.user), let room = user.rooms.first(where: { $0.id == key.room })
+                else { continue }
+                let topic = topics.room(user: key.user, room: key.room)
+                let payload = SeedShapes.room(room, user: key.user, in: home).serialized
+                if touched[key] == true {
+                    tracker.markPublished(topic: topic, payload: payload, now: now)
+                } else if !tracker.shouldPublish(topic: topic, payload: payload, now: now) {
+                    continue
+                }
+                messages.append((topic, payload, true))
+            }
+            for (topic, payload, retain) in messages { outbound.send(topic, payload, retain: retain) }
+            return changes
+        }
+    }
+
+    /// Publishes a message outside the home's state (another instance's rooms, cluster topics).
+    func send(_ topic: String, _ payload: String, retain: Bool = true) {
+        outbound.send(topic, payload, retain: retain)
+    }
+
+    // MARK: Everything, retained
+
+    /// Republishes everything, retained; requests made while one is pending coalesce into it.
+    func republish() {
+        republishing.request()
+    }
+
+    func connected() {
+        republish()
+    }
+
+    func run() async {
+        for await _ in republishing.requests {
+            if Task.isCancelled { break }
+            await publishEverything()
+        }
+    }
+
+    /// State, info and every current value, room by room, waiting for the broker between rooms,
+    /// so a large home never has all its Home Assistant configs and values built and queued at once.
+    func publishEverything() async {
+        let info = BridgeInfo(version: Bridge.version, sourceKind: configuration.source.kind.rawValue,
+                              users: configuration.users, startedAt: startedAt)
+        if membership.isClustered { outbound.send(topics.instanceState(membership.index), "online") }
+        outbound.send(topics.bridgeState, "online")
+        outbound.send(topics.bridgeInfo, info.json.serialized)
+        if let discovery { outbound.send(discovery.bridgeConfig.topic, discovery.bridgeConfig.payload.serialized) }
+        var published = discovery == nil ? 2 : 3
+        for user in configuration.users where membership.owns(user.id) {
+            for room in user.rooms {
+                await broker.waitForBacklog(below: Self.backlogLimit)
+                if Task.isCancelled { return }
+                published += publishRetained(user: user, room: room)
+            }
+        }
+        logger.info("published retained state", ["messages": String(published)])
+    }
+
+    /// One room's retained messages: its Home Assistant configs first (so Home Assistant has each
+    /// entity when its state arrives), its values and room JSON, and its availability when polled.
+    private func publishRetained(user: User, room: Room) -> Int {
+        let key = RoomKey(user: user.id, room: room.id)
+        let (home, offline) = store.withLock { ($0.home, $0.offline.contains(key)) }
+        var messages: [(String, String)] = discovery?.configs(user: user, room: room, home: home).map {
+            ($0.topic, $0.payload.serialized)
+        } ?? []
+        let current = home.values(in: key)
+        var values: [(String, String)] = home.sensors(of: room, user: user.id).compactMap { sensor in
+            current[sensor].map { (topics.sensor(user: user.id, room: room.id, sensor: sensor), $0.mqttPayload) }
+        }
+        values.append((topics.room(user: user.id, room: room.id), SeedShapes.room(room, user: user.id, in: home).serialized))
+        tracker.withLock { tracker in
+            let now = self.now
+            for (topic, payload) in values { tracker.markPublished(topic: topic, payload: payload, now: now) }
+            messages += values
+            // Polled rooms (their upstream can fail) and a cluster's rooms (their instance can die).
+            if configuration.source.kind == .rest || membership.isClustered {
+                messages.append((topics.availability(user: user.id, room: room.id), offline ? "offline" : "online"))
+            }
+            for (topic, payload) in messages { outbound.send(topic, payload) }
+        }
+        return messages.count
+    }
+
+    /// Cluster: another instance went offline without saying so for its rooms (it was killed or
+    /// lost its connection), so its rooms are announced unavailable on its behalf.
+    func announceRoomsOffline(ofInstance instance: Int) -> Int {
+        var count = 0
+        for user in configuration.users where membership.owner(of: user.id) == instance {
+            for room in user.rooms {
+                outbound.send(topics.availability(user: user.id, room: room.id), "offline")
+                count += 1
+            }
+        }
+        return count
+    }
+
+    // MARK: Shutdown
+
+    /// Says `offline` (a cluster's `bridge/state` only when no other instance is online) and
+    /// waits up to 2 s for the broker to acknowledge; the connection is closed after this.
+    func shutdown() async {
+        if membership.isClustered { outbound.send(topics.instanceState(membership.index), "offline", qos: 1) }
+        if !othersOnline() { outbound.send(topics.bridgeState, "offline", qos: 1) }
+        guard broker.isConnected else { return }
+        if !(await broker.waitForPublished(timeout: 2)) {
+            logger.warning("broker did not acknowledge everything before shutdown")
+        }
+    }
+}
