@@ -1,4 +1,4 @@
-"""Cluster benchmark (issue #11): N instances sharing R rooms vs one instance with all R rooms.
+"""Cluster benchmark (docs/scaling.md): N instances sharing R rooms vs one instance with all R rooms.
 
     python3 bench/cluster.py                    # 9,000 rooms: 1 × 9,000 vs 3 × 3,000 (make bench-cluster)
     python3 bench/cluster.py --smoke            # 900 rooms, short windows

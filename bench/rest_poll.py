@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""REST mode at scale (issue #6): 1,000 rooms polled from an upstream that answers every request
+"""REST mode at scale (README, "Polling an existing backend (REST mode)"): 1,000 rooms polled from an upstream that answers every request
 after 50 ms. Measures the achieved poll interval per room, the bridge's CPU and RSS.
 
     python3 bench/rest_poll.py [--rooms 1000] [--latency 0.05] [--interval 5] [--concurrency 16] [--seconds 30]

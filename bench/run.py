@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""SmartHomeBridge benchmark harness (issue #8).
+"""SmartHomeBridge benchmark harness (bench/README.md).
 
     python3 bench/run.py              # full run, < 10 minutes (make bench)
     python3 bench/run.py --smoke      # ~30 s version of every benchmark (make bench-smoke)

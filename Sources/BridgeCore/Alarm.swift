@@ -1,6 +1,6 @@
 import Foundation
 
-/// A user's alarm (contract section 4): a title and a time, on or off, once or daily, and
+/// A user's alarm (README, "The authenticated API (v1)"): a title and a time, on or off, once or daily, and
 /// optionally an action on one of the user's rooms' lights.
 public struct Alarm: Sendable, Equatable {
     public enum Repeats: String, Sendable, CaseIterable {
@@ -37,7 +37,7 @@ public struct Alarm: Sendable, Equatable {
         self.action = action
     }
 
-    /// The contract's JSON shape.
+    /// The alarm as the API sends it (README, "Alarms").
     public var json: JSONValue {
         var members: [(String, JSONValue)] = [
             ("uuid", .string(uuid)),

@@ -1,5 +1,5 @@
 /// Everything the bridge reads from its config file and `SMARTHOME_*` environment variables
-/// (contract section 7). Every key has a default except `users`.
+/// (README, "Configuration"). Every key has a default except `users`.
 ///
 /// Keys whose feature has not landed yet are accepted and validated so that deployments which
 /// set them keep working as features arrive; README lists which are in effect.

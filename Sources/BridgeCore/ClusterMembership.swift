@@ -1,4 +1,4 @@
-/// Which users one bridge instance owns when `cluster.instances` > 1 (issue #11): instance `index`
+/// Which users one bridge instance owns when `cluster.instances` > 1 (docs/scaling.md): instance `index`
 /// alone simulates or polls their rooms, applies their commands, announces them to Home Assistant
 /// and runs the alarms stored for them. Every instance computes the same answer from the config
 /// alone, so no coordination is needed.

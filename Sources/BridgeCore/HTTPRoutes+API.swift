@@ -1,6 +1,6 @@
 import Foundation
 
-/// `/api/v1` (contract section 4): login, logout, and the token's own user's rooms and lights.
+/// `/api/v1` (README, "The authenticated API (v1)"): login, logout, and the token's own user's rooms and lights.
 extension HTTPRoutes {
     func api(_ request: HTTPRequest, method: String, path: [String], home: () -> Home) -> HTTPResponse {
         switch path {

@@ -1,6 +1,6 @@
 import Foundation
 
-/// `/api/v1/alarms` and `/api/v1/rooms/:room/history` (contract section 4).
+/// `/api/v1/alarms` and `/api/v1/rooms/:room/history` (README, "The authenticated API (v1)").
 extension HTTPRoutes {
     /// The most history points one request may ask for.
     public static let maxHistoryLimit = 10_000

@@ -1,4 +1,4 @@
-/// Home Assistant MQTT discovery (contract section 5): one retained config per entity under
+/// Home Assistant MQTT discovery (README, "Home Assistant"): one retained config per entity under
 /// `<prefix>/<component>/<node_id>/<object_id>/config`, full key names (no abbreviations).
 ///
 /// Ids derive from the base topic, so two bridges with different base topics on one broker never

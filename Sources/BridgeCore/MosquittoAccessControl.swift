@@ -1,4 +1,4 @@
-/// mosquitto's own access control for the bridge's topics (contract section 6): one MQTT account
+/// mosquitto's own access control for the bridge's topics (README, "MQTT accounts (mosquitto-acl)"): one MQTT account
 /// per configured user, confined to `<base>/<userID>/#`, plus one for the bridge itself.
 ///
 /// This is the pure part of `smarthome-bridge mosquitto-acl`: which accounts exist, the text of

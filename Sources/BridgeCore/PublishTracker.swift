@@ -1,5 +1,5 @@
 /// Decides which readings go out: a value is published when it differs from the last one
-/// published on its topic, or when `refresh` has passed since then (contract section 2).
+/// published on its topic, or when `refresh` has passed since then (README, "MQTT").
 public struct PublishTracker: Sendable {
     private struct Last: Sendable {
         var payload: String

@@ -1,4 +1,4 @@
-/// The original backend's JSON shapes (contract section 3), which the iPhone app decodes.
+/// The original backend's JSON shapes (README, "HTTP"), which the iPhone app decodes.
 public enum SeedShapes {
     /// `{"userID":"1","rooms":["livingroom",...]}`: a successful legacy login.
     public static func login(_ user: User) -> JSONValue {

@@ -1,4 +1,4 @@
-/// Simulated room sensors (contract section 1): temperature and humidity wander slowly inside
+/// Simulated room sensors (README, "MQTT"): temperature and humidity wander slowly inside
 /// their ranges, movement comes in bursts, gas leaks are rare. Lights are not simulated: they
 /// change only by command.
 public struct Simulator: Sendable {

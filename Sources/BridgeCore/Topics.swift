@@ -1,4 +1,4 @@
-/// The bridge's MQTT topic names under one base topic (contract section 2).
+/// The bridge's MQTT topic names under one base topic (README, "MQTT").
 public struct Topics: Sendable, Equatable {
     public var base: String
 

@@ -74,7 +74,7 @@ extension Bridge {
         )
     }
 
-    /// One log line per connection event worth one (the refusals and losses; README, "Reliability").
+    /// One log line per connection event worth one (the refusals and losses; docs/reliability.md).
     static func log(_ event: MQTTEvent, broker: any BrokerLink, address: String, wasConnected: Bool, logger: Logger) {
         switch event {
         case .connected:

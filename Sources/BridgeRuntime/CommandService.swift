@@ -8,7 +8,7 @@ protocol LightSwitch: Sendable {
     func switchLight(_ target: CommandTarget, on: Bool) async -> Result<Void, CommandRejection>
 }
 
-/// The command path (README, "Light commands"): MQTT `/set` messages, the API and alarm actions
+/// The command path (README, "MQTT"): MQTT `/set` messages, the API and alarm actions
 /// all end in `perform`, which resolves the target once, asks the `LightSwitch` when one takes
 /// the command, and switches the light through the home controller. In a cluster an API command
 /// for another instance's user is relayed to its owner and confirmed by the owner's published state.
@@ -68,7 +68,7 @@ final class CommandService: BridgeFeature, StateSubscriber {
         guard let address = topics.parseCommandTopic(message.topic) else { return }
         // Every instance receives every command; only the user's owner acts (or rejects).
         guard membership.owns(address.user) else { return }
-        // An empty payload is how a retained command is cleared (README, "Light commands").
+        // An empty payload is how a retained command is cleared (README, "MQTT").
         guard !message.payload.isEmpty else {
             logger.debug("ignored an empty command (a cleared retained message)", ["topic": message.topic])
             return

@@ -6,7 +6,7 @@ import Glibc
 #endif
 
 /// `smarthome-bridge mosquitto-acl`: writes a mosquitto `password_file` and `acl_file` that confine
-/// each user's MQTT account to its own topics (contract section 6), for a broker run with
+/// each user's MQTT account to its own topics (README, "MQTT accounts (mosquitto-acl)"), for a broker run with
 /// `allow_anonymous false`.
 ///
 /// Passwords come from `--passwords` (and the config's `mqtt.password` for the bridge's account);

@@ -1,6 +1,6 @@
 import BridgeCore
 
-/// Where readings come from (`source.kind`; README, "Sources"): the simulator, a REST upstream,
+/// Where readings come from (`source.kind`; README, "Configuration"): the simulator, a REST upstream,
 /// and whatever else reads a real home. A source is a feature: it produces readings in its
 /// `run()` and hands them to the home controller, which emits them on the state bus.
 protocol Source: BridgeFeature {

@@ -6,7 +6,7 @@ import Synchronization
 /// Publishes the home's state over MQTT: each change as the state bus hands it over (a reading
 /// when its payload changed or `publish.refresh` is due, then its room's JSON), and everything,
 /// retained, after every (re)connect, so a broker that restarted without persistence has the
-/// whole home again (README, "MQTT topics"). It owns the publish tracker, and serialises each
+/// whole home again (README, "MQTT"). It owns the publish tracker, and serialises each
 /// room's JSON once per change, from the home as the change left it, outside the store's lock.
 final class StatePublisher: BridgeFeature {
     let name = "state"

@@ -1,7 +1,7 @@
 import Testing
 @testable import BridgeMQTT
 
-/// The connection's timing rules as a pure value (README, "Reliability").
+/// The connection's timing rules as a pure value (docs/reliability.md).
 @Suite struct ConnectionWatchdogTests {
     @Test func aBrokerThatNeverAnswersConnectIsGivenUpOn() {
         var watchdog = ConnectionWatchdog(keepalive: 10, now: 0)

@@ -4,7 +4,7 @@ import Foundation
 import Testing
 @testable import BridgeRuntime
 
-/// The command path's rules (README, "Light commands"), without a broker.
+/// The command path's rules (README, "MQTT"), without a broker.
 @Suite struct CommandRulesTests {
     static func command(_ payload: String, user: String = "1", room: String = "kitchen", sensor: String = "lights",
                         retain: Bool = false, redelivery: Bool = false) -> MQTTMessage {

@@ -7,7 +7,7 @@ import Glibc
 #endif
 
 /// Broker and network faults injected around the real bridge and real mosquitto brokers
-/// (issue #10; docs/reliability.md lists what each test injects and the figures it measured).
+/// (docs/reliability.md lists what each test injects and the figures it measured).
 /// The long ones (a 60 s blackhole, a 30 s frozen broker, a 5 min outage) are in FaultLongTests.
 @Suite(.serialized, .timeLimit(.minutes(3)))
 struct FaultTests {
