@@ -102,7 +102,8 @@ extension HTTPRoutes {
     private func roomResponse(user userID: String, room name: String, home: Home) -> HTTPResponse {
         guard let room = home.user(id: userID)?.room(named: name) else { return HTTPRoutes.notFound }
         let updated = home.updatedAt(RoomKey(user: userID, room: room.id)).map { JSONValue.string(Timestamp.iso8601($0)) }
-        return HTTPRoutes.json(SeedShapes.room(room, user: userID, in: home, extra: [("UpdatedAt", updated ?? .null)]))
+        return HTTPRoutes.json(bytes: roomDocuments.document(room, user: userID, in: home,
+                                                             extra: [("UpdatedAt", updated ?? .null)]))
     }
 
     /// Runs `body` with the token's user, or answers 401.

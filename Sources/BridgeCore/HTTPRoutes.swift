@@ -38,6 +38,8 @@ public struct HTTPRoutes: Sendable {
     /// Called before a route reads a user's state (cluster: fetches the state of a user another
     /// instance owns). May block; it runs on the server's thread.
     public var prepareUser: (@Sendable (_ userID: String) -> Void)?
+    /// Rooms' JSON, shared with the MQTT side so each change is serialised once.
+    public var roomDocuments = RoomDocuments()
     /// Told of every failure of the bridge itself before the route answers 500 (which names no
     /// internals), so the log says what went wrong.
     public var reportFailure: (@Sendable (_ request: HTTPRequest, _ error: any Error) -> Void)?
@@ -95,7 +97,7 @@ public struct HTTPRoutes: Sendable {
             guard let user = home.user(id: segments[1]) else { return HTTPRoutes.notFound }
             guard segments.count == 3 else { return HTTPRoutes.json(SeedShapes.rooms(user)) }
             guard let room = user.room(named: segments[2]) else { return HTTPRoutes.notFound }
-            return HTTPRoutes.json(SeedShapes.room(room, user: user.id, in: home))
+            return HTTPRoutes.json(bytes: roomDocuments.document(room, user: user.id, in: home))
         default:
             guard let file = staticFiles?(request.path) else { return HTTPRoutes.notFound }
             return method == "GET" ? file : HTTPRoutes.methodNotAllowed(allow: "GET, HEAD")
@@ -182,10 +184,15 @@ public struct HTTPRoutes: Sendable {
     }
 
     public static func json(_ value: JSONValue, status: Int = 200) -> HTTPResponse {
+        json(bytes: value.bytes, status: status)
+    }
+
+    /// JSON already serialised.
+    public static func json(bytes: [UInt8], status: Int = 200) -> HTTPResponse {
         HTTPResponse(
             status: status,
             headers: [("Content-Type", "application/json; charset=utf-8"), ("Cache-Control", "no-store")],
-            body: value.bytes
+            body: bytes
         )
     }
 

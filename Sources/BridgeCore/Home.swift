@@ -32,6 +32,8 @@ public struct Home: Sendable {
     public let users: [User]
     private var values: [RoomKey: [SensorKind: SensorValue]] = [:]
     private var updated: [RoomKey: Date] = [:]
+    /// How often each room's values changed: what a cached room document is checked against.
+    private var revisions: [RoomKey: Int] = [:]
     /// Sensors a room reported beyond its configured ones (an upstream's generic sensors), in the
     /// order first seen.
     private var extraSensors: [RoomKey: [SensorKind]] = [:]
@@ -71,6 +73,11 @@ public struct Home: Sendable {
         updated[key]
     }
 
+    /// A number that changes whenever a value of the room does (0 before the first).
+    public func revision(of key: RoomKey) -> Int {
+        revisions[key] ?? 0
+    }
+
     /// The room's sensors: the configured ones, then any others it has reported.
     public func sensors(of room: Room, user: String) -> [SensorKind] {
         room.sensors + (extraSensors[RoomKey(user: user, room: room.id)] ?? [])
@@ -89,6 +96,7 @@ public struct Home: Sendable {
         }
         values[key, default: [:]][reading.sensor] = reading.value
         updated[key] = time
+        revisions[key, default: 0] += 1
         return true
     }
 

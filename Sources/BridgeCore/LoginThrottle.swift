@@ -1,6 +1,7 @@
 /// Slows down password guessing: per username and per client address, each failure past a few
 /// free ones blocks further attempts for a delay that doubles with every failure (a 429 with
-/// `Retry-After`; README, "Security model"). A value type with the clock passed in, so it is tested without waiting.
+/// `Retry-After`; README, "Security model"). A value type with the clock passed in, so it is tested
+/// without waiting.
 public struct LoginThrottle: Sendable {
     public struct Policy: Sendable {
         /// Failures for one username before attempts are delayed.

@@ -97,7 +97,7 @@ public final class Bridge: Sendable {
             store: store, broker: mqtt, brokerAddress: brokerAddress, startedAt: startedAt, sessions: sessions,
             alarms: DatabaseAlarms(store: alarmStore, replication: replication),
             history: clusterHistory ?? DatabaseHistory(store: history), schedule: schedule, events: events,
-            commands: commands, mirrors: mirrors), logger: logger)
+            commands: commands, mirrors: mirrors, roomDocuments: publisher.roomDocuments), logger: logger)
     }
 
     /// The port the HTTP server listens on (useful when `http.port` is 0).

@@ -144,6 +144,8 @@ public enum CommandLineTool {
             logger.error("cannot set up the bridge", ["error": "\(error)"])
             return 1
         }
+        // The bridge's one root task (every feature runs in its task group): a task, not a child,
+        // because the signal handler, on a Dispatch queue, must be able to cancel it.
         let task = Task { try await bridge.run() }
         let signals = SignalWatcher(signals: [SIGINT, SIGTERM]) { signal in
             logger.info("received signal, stopping", ["signal": signal == SIGINT ? "SIGINT" : "SIGTERM"])

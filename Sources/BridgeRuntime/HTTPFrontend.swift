@@ -19,6 +19,7 @@ enum HTTPFrontend {
         var events: EventHub
         var commands: CommandService
         var mirrors: MirrorSubscriptions?
+        var roomDocuments: RoomDocuments
     }
 
     static func server(configuration: BridgeConfiguration, parts: Parts, logger: Logger) -> HTTPServer {
@@ -47,6 +48,7 @@ enum HTTPFrontend {
         if let mirrors = parts.mirrors {
             routes.prepareUser = { user in mirrors.ensure(user: user) }
         }
+        routes.roomDocuments = parts.roomDocuments
         routes.reportFailure = { (request: HTTPRequest, error: any Error) in
             // The legacy login route carries a password in its path: never logged.
             let path = request.path.hasPrefix("/login/") ? "/login/…" : request.path

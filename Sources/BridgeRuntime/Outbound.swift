@@ -10,8 +10,12 @@ struct Outbound: Sendable {
 
     /// - Parameter qos: overrides `mqtt.qos` (the `offline` state always goes at QoS 1).
     func send(_ topic: String, _ payload: String, retain: Bool = true, qos: Int? = nil) {
+        send(topic, bytes: Array(payload.utf8), retain: retain, qos: qos)
+    }
+
+    func send(_ topic: String, bytes payload: [UInt8], retain: Bool = true, qos: Int? = nil) {
         do {
-            _ = try broker.publish(topic: topic, payload: Array(payload.utf8), qos: qos ?? self.qos, retain: retain)
+            _ = try broker.publish(topic: topic, payload: payload, qos: qos ?? self.qos, retain: retain)
         } catch {
             logger.debug("publish failed", ["topic": topic, "error": error.description])
         }

@@ -26,13 +26,17 @@ final class StatePublisher: BridgeFeature {
     private let discovery: HomeAssistantDiscovery?
     private let startedAt: Date
     private let tracker: Mutex<PublishTracker>
+    /// Rooms' JSON, shared with the HTTP routes.
+    let roomDocuments: RoomDocuments
     private let clockStart = ContinuousClock.now
     private let republishing = CoalescedSignal()
     /// Cluster: whether another instance is still online (then `bridge/state` stays `online`).
     private let othersOnline: @Sendable () -> Bool
 
     init(configuration: BridgeConfiguration, store: HomeStore, broker: any BrokerLink, logger: Logger,
-         discovery: HomeAssistantDiscovery?, startedAt: Date, othersOnline: @escaping @Sendable () -> Bool = { false }) {
+         discovery: HomeAssistantDiscovery?, startedAt: Date, roomDocuments: RoomDocuments = RoomDocuments(),
+         othersOnline: @escaping @Sendable () -> Bool = { false }) {
+        self.roomDocuments = roomDocuments
         self.configuration = configuration
         self.store = store
         self.broker = broker
@@ -62,7 +66,7 @@ final class StatePublisher: BridgeFeature {
             var changes = changes
             var touched: [RoomKey: Bool] = [:]
             var touchedOrder: [RoomKey] = []
-            var messages: [(String, String, Bool)] = []
+            var messages: [(String, [UInt8], Bool)] = []
             for index in changes.indices {
                 switch changes[index] {
                 case .reading(var change):
@@ -78,7 +82,7 @@ final class StatePublisher: BridgeFeature {
                     }
                     change.published = true
                     changes[index] = .reading(change)
-                    messages.append((topic, payload, true))
+                    messages.append((topic, Array(payload.utf8), true))
                     let forced = change.origin != .source
                     if let seen = touched[change.key] {
                         touched[change.key] = seen || forced
@@ -87,27 +91,28 @@ final class StatePublisher: BridgeFeature {
                         touchedOrder.append(change.key)
                     }
                 case .availability(let key, let online):
-                    messages.append((topics.availability(user: key.user, room: key.room), online ? "online" : "offline",
-                                     true))
+                    messages.append((topics.availability(user: key.user, room: key.room),
+                                     Array((online ? "online" : "offline").utf8), true))
                 case .event(_, .relayed):
                     continue
                 case .event(let user, let event):
-                    messages.append((topics.events(user: user), event.serialized, false))
+                    messages.append((topics.events(user: user), Array(event.serialized.utf8), false))
                 }
             }
             for key in touchedOrder {
                 guard let user = home.user(id: key.user), let room = user.rooms.first(where: { $0.id == key.room })
                 else { continue }
                 let topic = topics.room(user: key.user, room: key.room)
-                let payload = SeedShapes.room(room, user: key.user, in: home).serialized
+                let bytes = roomDocuments.document(room, user: key.user, in: home)
+                let payload = String(decoding: bytes, as: UTF8.self)
                 if touched[key] == true {
                     tracker.markPublished(topic: topic, payload: payload, now: now)
                 } else if !tracker.shouldPublish(topic: topic, payload: payload, now: now) {
                     continue
                 }
-                messages.append((topic, payload, true))
+                messages.append((topic, bytes, true))
             }
-            for (topic, payload, retain) in messages { outbound.send(topic, payload, retain: retain) }
+            for (topic, payload, retain) in messages { outbound.send(topic, bytes: payload, retain: retain) }
             return changes
         }
     }
@@ -167,7 +172,8 @@ final class StatePublisher: BridgeFeature {
         var values: [(String, String)] = home.sensors(of: room, user: user.id).compactMap { sensor in
             current[sensor].map { (topics.sensor(user: user.id, room: room.id, sensor: sensor), $0.mqttPayload) }
         }
-        values.append((topics.room(user: user.id, room: room.id), SeedShapes.room(room, user: user.id, in: home).serialized))
+        values.append((topics.room(user: user.id, room: room.id),
+                       String(decoding: roomDocuments.document(room, user: user.id, in: home), as: UTF8.self)))
         tracker.withLock { tracker in
             let now = self.now
             for (topic, payload) in values { tracker.markPublished(topic: topic, payload: payload, now: now) }

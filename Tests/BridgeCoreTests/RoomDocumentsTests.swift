@@ -1,0 +1,30 @@
+import Foundation
+import Testing
+@testable import BridgeCore
+
+/// Each room's JSON, serialised once per change and shared by MQTT and HTTP.
+@Suite struct RoomDocumentsTests {
+    @Test func aDocumentIsTheSeedShapeAndFollowsEveryChange() throws {
+        var home = Fixtures.home()
+        let user = try #require(home.user(id: "1"))
+        let kitchen = try #require(user.room(named: "Kitchen"))
+        let documents = RoomDocuments()
+        #expect(documents.document(kitchen, user: "1", in: home) == SeedShapes.room(kitchen, user: "1", in: home).bytes)
+        home.record(Reading(user: "1", room: "kitchen", sensor: .lights, value: .binary(true)), at: Date())
+        let changed = documents.document(kitchen, user: "1", in: home)
+        #expect(changed == SeedShapes.room(kitchen, user: "1", in: home).bytes)
+        #expect(String(decoding: changed, as: UTF8.self).contains(#""On""#))
+        // An unchanged value leaves the revision, and so the document, as it was.
+        let recordedAgain = home.record(Reading(user: "1", room: "kitchen", sensor: .lights, value: .binary(true)), at: Date())
+        #expect(!recordedAgain)
+        #expect(documents.document(kitchen, user: "1", in: home) == changed)
+    }
+
+    @Test func extraMembersAreSplicedAsSerialisingThemWould() throws {
+        let home = Fixtures.home()
+        let kitchen = try #require(home.user(id: "1")?.room(named: "Kitchen"))
+        let extra: [(String, JSONValue)] = [("UpdatedAt", .string("2026-12-01T08:00:00.000Z"))]
+        #expect(RoomDocuments().document(kitchen, user: "1", in: home, extra: extra)
+            == SeedShapes.room(kitchen, user: "1", in: home, extra: extra).bytes)
+    }
+}
