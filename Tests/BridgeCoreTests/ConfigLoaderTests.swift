@@ -36,7 +36,7 @@ import Testing
     @Test func everyContractKeyIsAccepted() throws {
         let config = try load([
             "mqtt": ["url": "mqtt://broker:1884", "base_topic": "home", "username": "bridge", "password": "pw",
-                     "qos": 0, "keepalive": 10, "reconnect_min": "2s", "reconnect_max": "1m", "max_queued": 50,
+                     "qos": 0, "keepalive": 10, "reconnect_min": "2s", "reconnect_max": "90s", "max_queued": 50,
                      "tls": ["verify": false] as KeyValuePairs<String, Any>] as KeyValuePairs<String, Any>,
             "http": ["bind": "0.0.0.0", "port": 9090, "legacy_routes": true, "session_ttl": "7d"]
                 as KeyValuePairs<String, Any>,
@@ -50,19 +50,25 @@ import Testing
             "homeassistant": ["discovery": false, "prefix": "ha"] as KeyValuePairs<String, Any>,
             "scheduler": ["timezone": "Europe/Istanbul", "grace": "15m"] as KeyValuePairs<String, Any>,
             "log": ["level": "debug"] as KeyValuePairs<String, Any>,
-            "cluster": ["instances": 3, "index": 2, "secret": String(repeating: "k", count: 32)]
-                as KeyValuePairs<String, Any>,
+            "cluster": ["instances": 3, "index": 2, "secret": String(repeating: "k", count: 32),
+                        "mirror_idle": "2m"] as KeyValuePairs<String, Any>,
             "users": Fixtures.minimalUsers,
         ]).get()
         #expect(config.mqtt.url == BrokerURL(host: "broker", port: 1884, tls: false))
         #expect(config.mqtt.baseTopic == "home")
-        #expect(config.mqtt.reconnectMax == 60)
+        #expect(config.mqtt.qos == 0)
+        #expect(config.mqtt.keepalive == 10)
+        #expect(config.mqtt.reconnectMin == 2)
+        #expect(config.mqtt.reconnectMax == 90)
+        #expect(config.mqtt.maxQueued == 50)
+        #expect(!config.mqtt.tlsVerify)
         #expect(config.http.sessionTTL == 7 * 86_400)
         #expect(config.source.kind == .rest)
         #expect(config.source.interval == 0.5)
         #expect(config.source.lightsCommand.method == "PUT")
         #expect(config.homeAssistant.prefix == "ha")
         #expect(config.cluster.index == 2)
+        #expect(config.cluster.mirrorIdle == 120)
         #expect(config.log.level == .debug)
     }
 
@@ -155,13 +161,13 @@ import Testing
     }
 
     @Test func durations() {
-        #expect(ConfigLoader.parseDuration("30") == 30)
-        #expect(ConfigLoader.parseDuration("0.5") == 0.5)
-        #expect(ConfigLoader.parseDuration("500ms") == 0.5)
-        #expect(ConfigLoader.parseDuration("5m") == 300)
-        #expect(ConfigLoader.parseDuration("2h") == 7200)
-        #expect(ConfigLoader.parseDuration("30d") == 2_592_000)
-        #expect(ConfigLoader.parseDuration("-1") == nil)
-        #expect(ConfigLoader.parseDuration("soon") == nil)
+        #expect(ConfigValue.parseDuration("30") == 30)
+        #expect(ConfigValue.parseDuration("0.5") == 0.5)
+        #expect(ConfigValue.parseDuration("500ms") == 0.5)
+        #expect(ConfigValue.parseDuration("5m") == 300)
+        #expect(ConfigValue.parseDuration("2h") == 7200)
+        #expect(ConfigValue.parseDuration("30d") == 2_592_000)
+        #expect(ConfigValue.parseDuration("-1") == nil)
+        #expect(ConfigValue.parseDuration("soon") == nil)
     }
 }
