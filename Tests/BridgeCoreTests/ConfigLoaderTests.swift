@@ -139,7 +139,21 @@ import Testing
     @Test func usersAreRequiredAndUnique() {
         #expect(issues([:]).map(\.path) == ["users"])
         let duplicate = issues(["users": Fixtures.minimalUsers + Fixtures.minimalUsers])
-        #expect(duplicate.map(\.path) == ["users[1].id"])
+        #expect(duplicate.map(\.path) == ["users[1].id", "users[1].username"])
+    }
+
+    @Test func duplicatesAreFoundBesideOtherProblemsOfTheSameUserOrRoom() {
+        let found = issues(["users": [
+            ["id": "1", "username": "a", "password_hash": "$argon2id$x",
+             "rooms": [["name": "Attic", "sensors": ["Pressure", "Lights", "Lights"]] as KeyValuePairs<String, Any>,
+                       ["name": "attic", "sensors": ["Wind"]] as KeyValuePairs<String, Any>]]
+                as KeyValuePairs<String, Any>,
+            ["id": "1", "username": "a", "password_hash": "plain", "rooms": ["Kitchen"]] as KeyValuePairs<String, Any>,
+        ]])
+        #expect(Set(found.map(\.path)) == [
+            "users[0].rooms[0].sensors[0]", "users[0].rooms[0].sensors[2]", "users[0].rooms[1].sensors[0]",
+            "users[0].rooms[1].id", "users[1].password_hash", "users[1].id", "users[1].username",
+        ], "\(found.map(\.description))")
     }
 
     @Test func reservedTopicLevelsAreRefused() {

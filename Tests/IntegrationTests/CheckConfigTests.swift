@@ -82,6 +82,34 @@ struct CheckConfigTests {
         #expect(output.text.contains("(line 10)"), "line numbers point into the file:\n\(output.text)")
     }
 
+    /// A problem of one user must not hide another user's: all of them come in one run.
+    @Test func oneRunListsEveryProblem() throws {
+        let output = try Self.check("""
+            mqtt:
+              qos: 9
+            users:
+              - id: "1"
+                username: a
+                password_hash: "$argon2id$x"
+                rooms:
+                  - { name: Attic, sensors: [Temperature, Pressure, Wind] }
+                  - Attic
+              - id: "1"
+                username: b
+                password_hash: "$argon2id$x"
+                rooms: [Kitchen]
+
+            """)
+        #expect(output.status == 1)
+        for expected in [
+            "mqtt.qos: must be", "users[0].rooms[0].sensors[1]: \"Pressure\" is not a known sensor",
+            "users[0].rooms[0].sensors[2]: \"Wind\"", "users[0].rooms[1].id: \"attic\" is used by another room",
+            "users[1].id: \"1\" is used by another user", "5 problem(s)",
+        ] {
+            #expect(output.text.contains(expected), "\(expected) not in:\n\(output.text)")
+        }
+    }
+
     @Test func syntaxErrorsAndMissingFilesAreClear() throws {
         let syntax = try Self.check("mqtt:\n  url: \"unclosed\n" + Self.users)
         #expect(syntax.status == 1)
