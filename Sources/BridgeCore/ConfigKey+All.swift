@@ -51,7 +51,7 @@ extension ConfigKey {
         ConfigKey("mqtt.password") { value, config in config.mqtt.password = value.string() },
         .text("mqtt.password_file", \.mqtt.passwordFile),
         .int("mqtt.qos", \.mqtt.qos, in: 0...2),
-        .int("mqtt.keepalive", \.mqtt.keepalive, in: 5...65_535),
+        .wholeSeconds("mqtt.keepalive", \.mqtt.keepalive, in: 5...65_535),
         .duration("mqtt.reconnect_min", \.mqtt.reconnectMin, in: 0.1...3600),
         .duration("mqtt.reconnect_max", \.mqtt.reconnectMax, in: 0.1...86_400),
         .int("mqtt.max_queued", \.mqtt.maxQueued, in: 0...10_000_000),

@@ -52,7 +52,13 @@ public struct ConfigKey: Sendable {
         }
     }
 
-    static func choice<T: RawRepresentable & CaseIterable>(_ path: String, _ field: Field<T>) -> ConfigKey
+    static func wholeSeconds(_ path: String, _ field: Field<Int>, in range: ClosedRange<Int>) -> ConfigKey {
+        ConfigKey(path) { value, config in
+            config[keyPath: field] = value.wholeSeconds(in: range, default: config[keyPath: field])
+        }
+    }
+
+    static func choice<T: RawRepresentable & CaseIterable & Sendable>(_ path: String, _ field: Field<T>) -> ConfigKey
     where T.RawValue == String {
         ConfigKey(path) { value, config in config[keyPath: field] = value.oneOf(default: config[keyPath: field]) }
     }

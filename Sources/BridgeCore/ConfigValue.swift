@@ -78,6 +78,20 @@ public struct ConfigValue {
         return seconds
     }
 
+    /// A duration that must come out as whole seconds, for settings a C library takes as an integer
+    /// (MQTT's keepalive): `30`, `30s` and `2m` are accepted, `1.5` or `1500ms` is refused rather than rounded.
+    public mutating func wholeSeconds(in range: ClosedRange<Int>, default fallback: Int) -> Int {
+        guard let text = string() else { return fallback }
+        guard let seconds = ConfigValue.parseDuration(text), seconds.rounded() == seconds,
+              seconds <= Double(Int.max / 2), range.contains(Int(seconds))
+        else {
+            fail("must be a whole number of seconds from \(range.lowerBound) to \(range.upperBound) "
+                + "(e.g. 30, 30s, 2m), got \"\(text)\"")
+            return fallback
+        }
+        return Int(seconds)
+    }
+
     public mutating func oneOf<T: RawRepresentable & CaseIterable>(default fallback: T) -> T
     where T.RawValue == String {
         guard let text = string() else { return fallback }

@@ -24,7 +24,7 @@ import Testing
         "mqtt.password": Sample(good: "pw", needs: ["mqtt.username": "bridge"], bad: nil),
         "mqtt.password_file": Sample(good: "/run/secrets/mqtt", needs: ["mqtt.username": "bridge"], bad: ""),
         "mqtt.qos": Sample(good: "0", bad: "3"),
-        "mqtt.keepalive": Sample(good: "45", bad: "soon"),
+        "mqtt.keepalive": Sample(good: "45s", bad: "1.5"),
         "mqtt.reconnect_min": Sample(good: "2s", bad: "0"),
         "mqtt.reconnect_max": Sample(good: "2m", bad: "soon"),
         "mqtt.max_queued": Sample(good: "50", bad: "many"),

@@ -184,4 +184,35 @@ import Testing
         #expect(ConfigValue.parseDuration("-1") == nil)
         #expect(ConfigValue.parseDuration("soon") == nil)
     }
+
+    /// Every key README calls a duration or seconds takes the same forms.
+    @Test(arguments: [
+        ("mqtt.keepalive", "45"), ("mqtt.keepalive", "45s"), ("mqtt.keepalive", "2m"), ("mqtt.reconnect_min", "500ms"),
+        ("mqtt.reconnect_max", "2m"), ("http.connection_timeout", "1m"), ("http.session_ttl", "12h"),
+        ("source.interval", "250ms"), ("source.timeout", "2s"), ("source.max_backoff", "1h"), ("publish.refresh", "1d"),
+        ("scheduler.grace", "90s"), ("cluster.command_timeout", "1500ms"), ("cluster.mirror_idle", "5m"),
+    ])
+    func durationKeysTakeUnits(path: String, text: String) throws {
+        let seconds = try #require(ConfigValue.parseDuration(text))
+        let config = try load(["users": Fixtures.minimalUsers], environment: [ConfigLoader.environmentName(of: path): text])
+            .get()
+        let decoded: [String: Double] = [
+            "mqtt.keepalive": Double(config.mqtt.keepalive), "mqtt.reconnect_min": config.mqtt.reconnectMin,
+            "mqtt.reconnect_max": config.mqtt.reconnectMax, "http.connection_timeout": config.http.connectionTimeout,
+            "http.session_ttl": config.http.sessionTTL, "source.interval": config.source.interval,
+            "source.timeout": config.source.timeout, "source.max_backoff": config.source.maxBackoff,
+            "publish.refresh": config.publish.refresh, "scheduler.grace": config.scheduler.grace,
+            "cluster.command_timeout": config.cluster.commandTimeout, "cluster.mirror_idle": config.cluster.mirrorIdle,
+        ]
+        #expect(decoded[path] == seconds, "\(path): \(text)")
+    }
+
+    /// MQTT's keepalive is whole seconds on the wire: a fraction is refused, not rounded.
+    @Test func keepaliveRefusesFractionsOfASecond() {
+        for text in ["1.5", "1500ms", "30.5s", "4s", "soon"] {
+            let found = issues(["mqtt": ["keepalive": text] as KeyValuePairs<String, Any>, "users": Fixtures.minimalUsers])
+            #expect(found.map(\.path) == ["mqtt.keepalive"], "\(text)")
+            #expect(found.first?.message.contains("whole number of seconds") == true, "\(found)")
+        }
+    }
 }
