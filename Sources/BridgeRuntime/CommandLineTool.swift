@@ -70,19 +70,27 @@ public enum CommandLineTool {
         return 2
     }
 
+    /// Problems make the exit status 1; warnings are listed (on standard error) but leave it 0.
     private static func checkConfig(path: String, environment: [String: String]) -> Int32 {
+        let warnings = ConfigFile.warnings(environment: environment)
+        let status: Int32
         switch ConfigFile.load(path: path, environment: environment) {
         case .success(let config):
             let rooms = config.users.reduce(0) { $0 + $1.rooms.count }
-            print("\(path): OK (\(config.users.count) users, \(rooms) rooms)")
-            return 0
+            let warned = warnings.isEmpty ? "" : ", \(warnings.count) warning(s)"
+            print("\(path): OK (\(config.users.count) users, \(rooms) rooms)\(warned)")
+            status = 0
         case .failure(let problems):
             FileHandle.standardError.write(Data("\(path): \(problems.issues.count) problem(s)\n".utf8))
             for issue in problems.issues {
                 FileHandle.standardError.write(Data("  \(issue)\n".utf8))
             }
-            return 1
+            status = 1
         }
+        for warning in warnings {
+            FileHandle.standardError.write(Data("  warning: \(warning)\n".utf8))
+        }
+        return status
     }
 
     private static func hashPassword(_ positional: [String]) -> Int32 {
@@ -109,11 +117,15 @@ public enum CommandLineTool {
         switch ConfigFile.load(path: configPath, environment: environment) {
         case .success(let loaded): configuration = loaded
         case .failure(let problems):
-            let lines = problems.issues.map { "  \($0)" }.joined(separator: "\n")
+            let lines = (problems.issues.map { "  \($0)" }
+                + ConfigFile.warnings(environment: environment).map { "  warning: \($0)" }).joined(separator: "\n")
             return fail("not starting: \(configPath) has \(problems.issues.count) problem(s)\n\(lines)")
         }
         let logger = Logger(level: configuration.log.level)
         logger.info("starting smarthome-bridge", ["version": Bridge.version, "config": configPath])
+        for warning in ConfigFile.warnings(environment: environment) {
+            logger.warning("\(warning.path) \(warning.message)")
+        }
 
         var embedded: EmbeddedBroker?
         let broker: BrokerURL

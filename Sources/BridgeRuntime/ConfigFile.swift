@@ -16,4 +16,10 @@ public enum ConfigFile {
         }
         return ConfigLoader.load(document, environment: environment)
     }
+
+    /// What is worth a warning but does not stop the bridge, logged at start and listed by
+    /// `check-config`: `SMARTHOME_*` variables that set nothing.
+    public static func warnings(environment: [String: String]) -> [ConfigIssue] {
+        ConfigLoader.unknownEnvironment(environment)
+    }
 }

@@ -103,6 +103,29 @@ import Testing
         #expect(ConfigLoader.environmentName(of: "mqtt.tls.ca") == "SMARTHOME_MQTT_TLS_CA")
     }
 
+    @Test func unknownEnvironmentVariablesAreNamedWithTheLikelyKey() {
+        let warnings = ConfigLoader.unknownEnvironment([
+            "SMARTHOME_MQTT_BASETOPIC": "x", "SMARTHOME_HTTP_PROT": "1", "smarthome_mqtt_url": "mqtt://h",
+            "SMARTHOME_FAVOURITE_COLOUR": "red", "SMARTHOME_" + String(repeating: "A", count: 5000): "",
+            "SMARTHOME_CONFIG": "x.yaml", "SMARTHOME_MQTT_URL": "mqtt://h", "PATH": "/bin", "HOME": "/root",
+        ])
+        let byName = Dictionary(uniqueKeysWithValues: warnings.map { ($0.path, $0.message) })
+        #expect(byName.count == 5, "\(warnings)")
+        #expect(byName["SMARTHOME_MQTT_BASETOPIC"]?.contains("did you mean SMARTHOME_MQTT_BASE_TOPIC (mqtt.base_topic)?")
+                == true)
+        #expect(byName["SMARTHOME_HTTP_PROT"]?.contains("did you mean SMARTHOME_HTTP_PORT (http.port)?") == true)
+        #expect(byName["smarthome_mqtt_url"]?.contains("did you mean SMARTHOME_MQTT_URL (mqtt.url)?") == true)
+        #expect(byName["SMARTHOME_FAVOURITE_COLOUR"] == "is not a known variable and is ignored")
+        #expect(byName["SMARTHOME_" + String(repeating: "A", count: 5000)] == "is not a known variable and is ignored")
+        #expect(ConfigLoader.unknownEnvironment(["SMARTHOME_CONFIG": "a", "SMARTHOME_CLUSTER_MIRROR_IDLE": "1m"]).isEmpty)
+    }
+
+    @Test func editDistance() {
+        #expect(ConfigLoader.editDistance(Array("kitten".utf8), Array("sitting".utf8)) == 3)
+        #expect(ConfigLoader.editDistance([], Array("abc".utf8)) == 3)
+        #expect(ConfigLoader.editDistance(Array("same".utf8), Array("same".utf8)) == 0)
+    }
+
     @Test func badEnvironmentValuesNameTheVariable() {
         let found = issues(["users": Fixtures.minimalUsers], environment: ["SMARTHOME_MQTT_QOS": "7"])
         #expect(found.map(\.path) == ["mqtt.qos (from SMARTHOME_MQTT_QOS)"])

@@ -125,6 +125,24 @@ struct CheckConfigTests {
         #expect(output.text.contains("mqtt.url (from SMARTHOME_MQTT_URL)"))
     }
 
+    @Test func unknownEnvironmentVariablesAreWarnedAbout() throws {
+        let output = try Self.check(Self.users, environment: ["SMARTHOME_MQTT_BASETOPIC": "home",
+                                                              "SMARTHOME_WEATHER": "sunny"])
+        #expect(output.status == 0, "a warning is not a problem:\n\(output.text)")
+        #expect(output.text.contains("OK (1 users, 1 rooms), 2 warning(s)"), "\(output.text)")
+        #expect(output.text.contains("warning: SMARTHOME_MQTT_BASETOPIC: is not a known variable and is ignored; "
+            + "did you mean SMARTHOME_MQTT_BASE_TOPIC (mqtt.base_topic)?"), "\(output.text)")
+        #expect(output.text.contains("warning: SMARTHOME_WEATHER: is not a known variable and is ignored\n"))
+        let quiet = try Self.check(Self.users, environment: ["SMARTHOME_MQTT_BASE_TOPIC": "home"])
+        #expect(!quiet.text.contains("warning"), "\(quiet.text)")
+    }
+
+    @Test func unknownEnvironmentVariablesAreWarnedAboutAtStart() async throws {
+        let bridge = try await BridgeProcess(broker: nil, environment: ["SMARTHOME_HTTP_PROT": "9999"])
+        #expect(bridge.log.contains("WARNING SMARTHOME_HTTP_PROT is not a known variable and is ignored; "
+            + "did you mean SMARTHOME_HTTP_PORT (http.port)?"), "\(bridge.log)")
+    }
+
     @Test func aBadConfigStopsTheBridgeAtStart() throws {
         let directory = try TestFiles.makeDirectory("badstart")
         defer { try? FileManager.default.removeItem(at: directory) }
