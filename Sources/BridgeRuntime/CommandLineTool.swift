@@ -72,9 +72,10 @@ public enum CommandLineTool {
 
     /// Problems make the exit status 1; warnings are listed (on standard error) but leave it 0.
     private static func checkConfig(path: String, environment: [String: String]) -> Int32 {
-        let warnings = ConfigFile.warnings(environment: environment)
         let status: Int32
-        switch ConfigFile.load(path: path, environment: environment) {
+        let loaded = ConfigFile.load(path: path, environment: environment)
+        let warnings = ConfigFile.warnings(configuration: try? loaded.get(), environment: environment)
+        switch loaded {
         case .success(let config):
             let rooms = config.users.reduce(0) { $0 + $1.rooms.count }
             let warned = warnings.isEmpty ? "" : ", \(warnings.count) warning(s)"
@@ -118,12 +119,13 @@ public enum CommandLineTool {
         case .success(let loaded): configuration = loaded
         case .failure(let problems):
             let lines = (problems.issues.map { "  \($0)" }
-                + ConfigFile.warnings(environment: environment).map { "  warning: \($0)" }).joined(separator: "\n")
+                + ConfigFile.warnings(configuration: nil, environment: environment).map { "  warning: \($0)" })
+                .joined(separator: "\n")
             return fail("not starting: \(configPath) has \(problems.issues.count) problem(s)\n\(lines)")
         }
         let logger = Logger(level: configuration.log.level)
         logger.info("starting smarthome-bridge", ["version": Bridge.version, "config": configPath])
-        for warning in ConfigFile.warnings(environment: environment) {
+        for warning in ConfigFile.warnings(configuration: configuration, environment: environment) {
             logger.warning("\(warning.path) \(warning.message)")
         }
 
