@@ -9,7 +9,8 @@ public enum CommandLineTool {
         Usage: smarthome-bridge [--config PATH]            run the bridge
                smarthome-bridge check-config [--config PATH] validate a config, list every problem
                smarthome-bridge hash-password [PASSWORD]   print an argon2id hash for users[].password_hash
-                                                           (reads the password from standard input if not given)
+                                                           (without PASSWORD: asks twice at a terminal, without
+                                                           echo, or reads one line from standard input)
                smarthome-bridge mosquitto-acl [--config PATH] --password-file OUT --acl-file OUT [--passwords FILE]
                                                            write a mosquitto password file and ACL that confine
                                                            each user's MQTT account to <base>/<userID>/#
@@ -99,12 +100,17 @@ public enum CommandLineTool {
         if let given = positional.first {
             guard positional.count == 1 else { return fail("hash-password takes one password") }
             password = given
-        } else if let line = readLine(strippingNewline: true) {
-            password = line
         } else {
-            return fail("no password given (pass it as an argument or on standard input)")
+            switch PasswordPrompt.read() {
+            case .password(let line): password = line
+            case .noInput: return fail("no password given (pass it as an argument or on standard input)")
+            case .mismatch: return fail("the two passwords differ; nothing was hashed")
+            }
         }
         guard !password.isEmpty else { return fail("the password must not be empty") }
+        guard password.utf8.count <= PasswordPrompt.maximumLength else {
+            return fail("the password is longer than \(PasswordPrompt.maximumLength) bytes")
+        }
         do {
             print(try PasswordHasher.hash(password: password))
             return 0
