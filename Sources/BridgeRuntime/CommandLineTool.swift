@@ -16,6 +16,10 @@ public enum CommandLineTool {
                                                            each user's MQTT account to <base>/<userID>/#
                smarthome-bridge --help | --version
 
+        "run" may be written out (smarthome-bridge run --config PATH). Exit status: 0 on success
+        (run: stopped by SIGINT or SIGTERM), 1 when the config has problems or the bridge fails,
+        2 for a usage error or an unusable password.
+
         The config file defaults to $SMARTHOME_CONFIG, else config/bridge.yaml. Every key can be
         overridden by an environment variable: mqtt.url by SMARTHOME_MQTT_URL, http.port by
         SMARTHOME_HTTP_PORT, and so on. Without mqtt.url the bridge starts a private mosquitto on
@@ -66,6 +70,7 @@ public enum CommandLineTool {
         }
     }
 
+    /// Writes the message to standard error; returns 2, the status of a usage error.
     private static func fail(_ message: String) -> Int32 {
         FileHandle.standardError.write(Data("smarthome-bridge: \(message)\n".utf8))
         return 2
@@ -127,7 +132,9 @@ public enum CommandLineTool {
             let lines = (problems.issues.map { "  \($0)" }
                 + ConfigFile.warnings(configuration: nil, environment: environment).map { "  warning: \($0)" })
                 .joined(separator: "\n")
-            return fail("not starting: \(configPath) has \(problems.issues.count) problem(s)\n\(lines)")
+            // 1 like check-config and mosquitto-acl for the same config; 2 is kept for usage errors.
+            _ = fail("not starting: \(configPath) has \(problems.issues.count) problem(s)\n\(lines)")
+            return 1
         }
         let logger = Logger(level: configuration.log.level)
         logger.info("starting smarthome-bridge", ["version": Bridge.version, "config": configPath])

@@ -150,10 +150,12 @@ struct CheckConfigTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("bridge.yaml").path
         try ("http:\n  port: -1\n" + Self.users).write(toFile: path, atomically: true, encoding: .utf8)
-        let output = try Self.run(["--config", path])
-        #expect(output.status != 0)
-        #expect(output.text.contains("not starting"))
-        #expect(output.text.contains("http.port"))
+        for arguments in [["--config", path], ["run", "--config", path], ["--config", path, "run"]] {
+            let output = try Self.run(arguments)
+            #expect(output.status == 1, "\(arguments): \(output.text)")
+            #expect(output.text.contains("not starting"))
+            #expect(output.text.contains("http.port"))
+        }
     }
 
     @Test func hashPasswordReadsOneLineFromAPipe() throws {
@@ -228,5 +230,11 @@ struct CheckConfigTests {
         #expect(hash.text.hasPrefix("$argon2id$"))
         let unknown = try Self.run(["--frobnicate"])
         #expect(unknown.status == 2)
+        #expect(unknown.text.contains("unknown option --frobnicate"))
+        for usage in [["frobnicate"], ["--config"], ["check-config", "extra"], ["hash-password", "a", "b"]] {
+            #expect(try Self.run(usage).status == 2, "\(usage)")
+        }
+        #expect(try Self.run(["hash-password", ""]).status == 2, "an empty password")
+        #expect(help.text.contains("Exit status: 0"))
     }
 }
