@@ -67,9 +67,15 @@ public struct ConfigLoader {
         }
     }
 
+    /// The value of one key as the file and the environment give it.
+    private func value(_ path: String) -> ConfigValue {
+        ConfigValue(path: path, node: values[path], environmentName: fromEnvironment[path])
+    }
+
     private mutating func issue(_ path: String, _ message: String, line: Int? = nil) {
-        let shown = fromEnvironment[path].map { "\(path) (from \($0))" } ?? path
-        issues.append(ConfigIssue(path: shown, message: message, line: line ?? values[path]?.line ?? 0))
+        var value = value(path)
+        value.fail(message, line: line)
+        issues += value.issues
     }
 
     // MARK: Decoding
@@ -77,7 +83,7 @@ public struct ConfigLoader {
     private mutating func decode() -> BridgeConfiguration {
         var config = BridgeConfiguration()
         for key in ConfigKey.all {
-            var value = ConfigValue(path: key.path, node: values[key.path], environmentName: fromEnvironment[key.path])
+            var value = value(key.path)
             key.decode(&value, &config)
             issues += value.issues
         }

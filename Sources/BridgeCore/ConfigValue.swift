@@ -19,10 +19,10 @@ public struct ConfigValue {
 
     public var line: Int { node?.line ?? 0 }
 
-    /// Records a problem with this key's value.
-    public mutating func fail(_ message: String) {
+    /// Records a problem with this key's value, at its line unless another is given.
+    public mutating func fail(_ message: String, line: Int? = nil) {
         let shown = environmentName.map { "\(path) (from \($0))" } ?? path
-        issues.append(ConfigIssue(path: shown, message: message, line: line))
+        issues.append(ConfigIssue(path: shown, message: message, line: line ?? self.line))
     }
 
     /// The text of the value, `nil` when absent or null.

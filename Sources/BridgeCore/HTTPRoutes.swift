@@ -1,5 +1,5 @@
 /// The bridge's HTTP routes as functions of the request and the current state: the seed backend's
-/// routes (contract section 3), the authenticated API (section 4) and `/healthz`.
+/// routes (README "HTTP"), the authenticated API (README "The authenticated API (v1)") and `/healthz`.
 public struct HTTPRoutes: Sendable {
     /// What `/healthz` reports.
     public struct Health: Sendable {

@@ -3,7 +3,7 @@ import BridgeCrypto
 import Dispatch
 import Foundation
 
-/// The `smarthome-bridge` command line (contract section 6). `main.swift` only calls `main`.
+/// The `smarthome-bridge` command line (README "Command line"). `main.swift` only calls `main`.
 public enum CommandLineTool {
     static let usage = """
         Usage: smarthome-bridge [--config PATH]            run the bridge
