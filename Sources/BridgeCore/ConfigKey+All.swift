@@ -1,7 +1,7 @@
 import Foundation
 
 extension ConfigKey {
-    /// Every key the config file may set, in README's order ("Configuration"), each with its decoder.
+    /// Every key the config file may set (README "Configuration" lists them all), each with its decoder.
     /// Rules that involve two keys (a password needs a username, ...) are `ConfigLoader`'s.
     public static let all: [ConfigKey] = mqtt + http + source + [
         .duration("publish.refresh", \.publish.refresh, in: 1...604_800),
