@@ -36,7 +36,7 @@ release: deps
 run: build
 	.build/debug/smarthome-bridge --config $(CONFIG)
 
-## run-rest: an upstream serving the seed routes on 8081 and a second bridge polling it on 8080
+## run-rest: a mosquitto, an upstream serving the seed routes on 8081 and a second bridge polling it on 8080
 run-rest: build
 	scripts/run-rest.sh
 

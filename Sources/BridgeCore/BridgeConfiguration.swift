@@ -1,8 +1,7 @@
 /// Everything the bridge reads from its config file and `SMARTHOME_*` environment variables
-/// (README, "Configuration"). Every key has a default except `users`.
+/// (README "Configuration"). Every key has a default except `users`.
 ///
-/// Keys whose feature has not landed yet are accepted and validated so that deployments which
-/// set them keep working as features arrive; README lists which are in effect.
+/// `ConfigKey.all` decodes each key into one of these fields; a key is accepted only with a decoder.
 public struct BridgeConfiguration: Sendable {
     public struct MQTT: Sendable {
         /// `nil`: start the embedded broker.

@@ -1,5 +1,5 @@
 /// The bridge's HTTP routes as functions of the request and the current state: the seed backend's
-/// routes (README, "HTTP"), the authenticated API (section 4) and `/healthz`.
+/// routes (README "HTTP"), the authenticated API (README "The authenticated API (v1)") and `/healthz`.
 public struct HTTPRoutes: Sendable {
     /// What `/healthz` reports.
     public struct Health: Sendable {
@@ -99,7 +99,9 @@ public struct HTTPRoutes: Sendable {
             guard let room = user.room(named: segments[2]) else { return HTTPRoutes.notFound }
             return HTTPRoutes.json(bytes: roomDocuments.document(room, user: user.id, in: home))
         default:
-            guard let file = staticFiles?(request.path) else { return HTTPRoutes.notFound }
+            guard let file = staticFiles?(request.path) else {
+                return staticFiles == nil && request.path == "/" ? HTTPRoutes.noDashboard : HTTPRoutes.notFound
+            }
             return method == "GET" ? file : HTTPRoutes.methodNotAllowed(allow: "GET, HEAD")
         }
     }
@@ -201,6 +203,11 @@ public struct HTTPRoutes: Sendable {
     }
 
     public static let notFound = error(404, "Not found")
+
+    /// `/` when the dashboard's folder is missing (README "Web dashboard"): says why instead of a bare
+    /// "Not found", without the folder's path, which is the server's business; the log names it.
+    public static let noDashboard = error(404, "Not found: no dashboard is served here, because the folder named "
+        + "by http.web_root does not exist (the bridge's log and check-config name it)")
 
     public static func methodNotAllowed(allow: String) -> HTTPResponse {
         var response = error(405, "Method not allowed")

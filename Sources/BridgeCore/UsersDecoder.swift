@@ -26,18 +26,24 @@ enum UsersDecoder {
             return []
         }
         var users: [User] = []
+        // Ids and usernames are compared even for users with other problems, so that one run of
+        // check-config lists a duplicate beside, say, an unknown sensor of the same user.
+        var ids: Set<String> = []
+        var usernames: Set<String> = []
         for (index, item) in items.enumerated() {
-            if let user = decodeUser(item, path: "users[\(index)]", issues: &issues) {
-                if users.contains(where: { $0.id == user.id }) {
-                    issues.append(ConfigIssue(path: "users[\(index)].id", message: "\"\(user.id)\" is used by another user",
-                                              line: item.line))
-                } else if users.contains(where: { $0.username == user.username }) {
-                    issues.append(ConfigIssue(path: "users[\(index)].username",
-                                              message: "\"\(user.username)\" is used by another user", line: item.line))
-                } else {
-                    users.append(user)
-                }
+            let decoded = decodeUser(item, path: "users[\(index)]", issues: &issues)
+            var unique = true
+            if let id = decoded.id, !ids.insert(id).inserted {
+                issues.append(ConfigIssue(path: "users[\(index)].id", message: "\"\(id)\" is used by another user",
+                                          line: item.line))
+                unique = false
             }
+            if let username = decoded.username, !usernames.insert(username).inserted {
+                issues.append(ConfigIssue(path: "users[\(index)].username",
+                                          message: "\"\(username)\" is used by another user", line: item.line))
+                unique = false
+            }
+            if unique, let user = decoded.user { users.append(user) }
         }
         return users
     }
@@ -94,9 +100,12 @@ enum UsersDecoder {
         return true
     }
 
-    private static func decodeUser(_ node: ConfigNode, path: String, issues: inout [ConfigIssue]) -> User? {
+    /// The user, or `nil` when it has a problem; its id and username whenever they could be read.
+    private static func decodeUser(_ node: ConfigNode, path: String, issues: inout [ConfigIssue])
+        -> (user: User?, id: String?, username: String?)
+    {
         guard let fields = members(of: node, path: path, allowed: ["id", "username", "password_hash", "rooms"],
-                                   issues: &issues) else { return nil }
+                                   issues: &issues) else { return (nil, nil, nil) }
         let before = issues.count
         let id = text(fields["id"], path: "\(path).id", parentLine: node.line, issues: &issues)
         if let id { _ = validID(id, path: "\(path).id", reserved: reservedUserIDs, line: fields["id"]?.line ?? 0,
@@ -109,8 +118,8 @@ enum UsersDecoder {
                                       line: fields["password_hash"]?.line ?? 0))
         }
         let rooms = decodeRooms(fields["rooms"], path: "\(path).rooms", parentLine: node.line, issues: &issues)
-        guard issues.count == before, let id, let username, let hash else { return nil }
-        return User(id: id, username: username, passwordHash: hash, rooms: rooms)
+        guard issues.count == before, let id, let username, let hash else { return (nil, id, username) }
+        return (User(id: id, username: username, passwordHash: hash, rooms: rooms), id, username)
     }
 
     private static func decodeRooms(_ node: ConfigNode?, path: String, parentLine: Int,
@@ -120,20 +129,25 @@ enum UsersDecoder {
             return []
         }
         var rooms: [Room] = []
+        var ids: Set<String> = []
         for (index, item) in items.enumerated() {
             let roomPath = "\(path)[\(index)]"
-            guard let room = decodeRoom(item, path: roomPath, issues: &issues) else { continue }
-            if rooms.contains(where: { $0.id == room.id }) {
-                issues.append(ConfigIssue(path: "\(roomPath).id", message: "\"\(room.id)\" is used by another room of this user",
+            let decoded = decodeRoom(item, path: roomPath, issues: &issues)
+            if let id = decoded.id, !ids.insert(id).inserted {
+                issues.append(ConfigIssue(path: "\(roomPath).id", message: "\"\(id)\" is used by another room of this user",
                                           line: item.line))
-            } else {
+            } else if let room = decoded.room {
                 rooms.append(room)
             }
         }
         return rooms
     }
 
-    private static func decodeRoom(_ node: ConfigNode, path: String, issues: inout [ConfigIssue]) -> Room? {
+    /// The room, or `nil` when it has a problem; its id whenever it could be read, so that duplicates
+    /// are found beside other problems.
+    private static func decodeRoom(_ node: ConfigNode, path: String, issues: inout [ConfigIssue])
+        -> (room: Room?, id: String?)
+    {
         var name: String?
         var idNode: ConfigNode?
         var sensorsNode: ConfigNode?
@@ -141,46 +155,60 @@ enum UsersDecoder {
             name = text(node, path: "\(path)", parentLine: node.line, issues: &issues)
         } else {
             guard let fields = members(of: node, path: path, allowed: ["name", "id", "sensors"], issues: &issues) else {
-                return nil
+                return (nil, nil)
             }
             name = text(fields["name"], path: "\(path).name", parentLine: node.line, issues: &issues)
             idNode = fields["id"]
             sensorsNode = fields["sensors"]
         }
-        guard let name else { return nil }
+        let sensors = sensorsNode.map { decodeSensors($0, path: "\(path).sensors", issues: &issues) }
+        guard let name else { return (nil, nil) }
         let id: String
         if let idNode {
-            guard let given = text(idNode, path: "\(path).id", parentLine: node.line, issues: &issues) else { return nil }
+            guard let given = text(idNode, path: "\(path).id", parentLine: node.line, issues: &issues) else {
+                return (nil, nil)
+            }
             id = given
         } else {
             id = name.lowercased()
         }
         guard validID(id, path: idNode == nil ? "\(path).name" : "\(path).id", reserved: reservedRoomIDs,
-                      line: (idNode ?? node).line, issues: &issues) else { return nil }
-        guard let sensorsNode else {
-            return Room(id: id, name: name, sensors: Room.defaultSensors(forRoomNamed: name))
+                      line: (idNode ?? node).line, issues: &issues) else { return (nil, nil) }
+        switch sensors {
+        case nil: return (Room(id: id, name: name, sensors: Room.defaultSensors(forRoomNamed: name)), id)
+        case let sensors??: return (Room(id: id, name: name, sensors: sensors), id)
+        case .some(nil): return (nil, id)
         }
-        guard case .sequence(let items, _) = sensorsNode, !items.isEmpty else {
-            issues.append(ConfigIssue(path: "\(path).sensors", message: "must be a non-empty list of sensor names",
-                                      line: sensorsNode.line))
+    }
+
+    /// A room's sensor list, every entry checked; `nil` when any is wrong.
+    private static func decodeSensors(_ node: ConfigNode, path: String, issues: inout [ConfigIssue]) -> [SensorKind]? {
+        guard case .sequence(let items, _) = node, !items.isEmpty else {
+            issues.append(ConfigIssue(path: path, message: "must be a non-empty list of sensor names", line: node.line))
             return nil
         }
         var sensors: [SensorKind] = []
+        var valid = true
         for (index, item) in items.enumerated() {
-            let sensorPath = "\(path).sensors[\(index)]"
-            guard let word = text(item, path: sensorPath, parentLine: item.line, issues: &issues) else { return nil }
+            let sensorPath = "\(path)[\(index)]"
+            guard let word = text(item, path: sensorPath, parentLine: item.line, issues: &issues) else {
+                valid = false
+                continue
+            }
             guard let kind = SensorKind(name: word) else {
                 let known = SensorKind.known.map(\.displayName).joined(separator: ", ")
                 issues.append(ConfigIssue(path: sensorPath, message: "\"\(word)\" is not a known sensor (\(known))",
                                           line: item.line))
-                return nil
+                valid = false
+                continue
             }
             if sensors.contains(kind) {
                 issues.append(ConfigIssue(path: sensorPath, message: "\"\(word)\" is listed twice", line: item.line))
-                return nil
+                valid = false
+                continue
             }
             sensors.append(kind)
         }
-        return Room(id: id, name: name, sensors: sensors)
+        return valid ? sensors : nil
     }
 }

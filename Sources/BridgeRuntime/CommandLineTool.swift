@@ -3,17 +3,22 @@ import BridgeCrypto
 import Dispatch
 import Foundation
 
-/// The `smarthome-bridge` command line (README, "Command line"). `main.swift` only calls `main`.
+/// The `smarthome-bridge` command line (README "Command line"). `main.swift` only calls `main`.
 public enum CommandLineTool {
     static let usage = """
         Usage: smarthome-bridge [--config PATH]            run the bridge
                smarthome-bridge check-config [--config PATH] validate a config, list every problem
                smarthome-bridge hash-password [PASSWORD]   print an argon2id hash for users[].password_hash
-                                                           (reads the password from standard input if not given)
+                                                           (without PASSWORD: asks twice at a terminal, without
+                                                           echo, or reads one line from standard input)
                smarthome-bridge mosquitto-acl [--config PATH] --password-file OUT --acl-file OUT [--passwords FILE]
                                                            write a mosquitto password file and ACL that confine
                                                            each user's MQTT account to <base>/<userID>/#
                smarthome-bridge --help | --version
+
+        "run" may be written out (smarthome-bridge run --config PATH). Exit status: 0 on success
+        (run: stopped by SIGINT or SIGTERM), 1 when the config has problems or the bridge fails,
+        2 for a usage error or an unusable password.
 
         The config file defaults to $SMARTHOME_CONFIG, else config/bridge.yaml. Every key can be
         overridden by an environment variable: mqtt.url by SMARTHOME_MQTT_URL, http.port by
@@ -65,24 +70,34 @@ public enum CommandLineTool {
         }
     }
 
+    /// Writes the message to standard error; returns 2, the status of a usage error.
     private static func fail(_ message: String) -> Int32 {
         FileHandle.standardError.write(Data("smarthome-bridge: \(message)\n".utf8))
         return 2
     }
 
+    /// Problems make the exit status 1; warnings are listed (on standard error) but leave it 0.
     private static func checkConfig(path: String, environment: [String: String]) -> Int32 {
-        switch ConfigFile.load(path: path, environment: environment) {
+        let status: Int32
+        let loaded = ConfigFile.load(path: path, environment: environment)
+        let warnings = ConfigFile.warnings(configuration: try? loaded.get(), environment: environment)
+        switch loaded {
         case .success(let config):
             let rooms = config.users.reduce(0) { $0 + $1.rooms.count }
-            print("\(path): OK (\(config.users.count) users, \(rooms) rooms)")
-            return 0
+            let warned = warnings.isEmpty ? "" : ", \(warnings.count) warning(s)"
+            print("\(path): OK (\(config.users.count) users, \(rooms) rooms)\(warned)")
+            status = 0
         case .failure(let problems):
             FileHandle.standardError.write(Data("\(path): \(problems.issues.count) problem(s)\n".utf8))
             for issue in problems.issues {
                 FileHandle.standardError.write(Data("  \(issue)\n".utf8))
             }
-            return 1
+            status = 1
         }
+        for warning in warnings {
+            FileHandle.standardError.write(Data("  warning: \(warning)\n".utf8))
+        }
+        return status
     }
 
     private static func hashPassword(_ positional: [String]) -> Int32 {
@@ -90,12 +105,17 @@ public enum CommandLineTool {
         if let given = positional.first {
             guard positional.count == 1 else { return fail("hash-password takes one password") }
             password = given
-        } else if let line = readLine(strippingNewline: true) {
-            password = line
         } else {
-            return fail("no password given (pass it as an argument or on standard input)")
+            switch PasswordPrompt.read() {
+            case .password(let line): password = line
+            case .noInput: return fail("no password given (pass it as an argument or on standard input)")
+            case .mismatch: return fail("the two passwords differ; nothing was hashed")
+            }
         }
         guard !password.isEmpty else { return fail("the password must not be empty") }
+        guard password.utf8.count <= PasswordPrompt.maximumLength else {
+            return fail("the password is longer than \(PasswordPrompt.maximumLength) bytes")
+        }
         do {
             print(try PasswordHasher.hash(password: password))
             return 0
@@ -109,11 +129,18 @@ public enum CommandLineTool {
         switch ConfigFile.load(path: configPath, environment: environment) {
         case .success(let loaded): configuration = loaded
         case .failure(let problems):
-            let lines = problems.issues.map { "  \($0)" }.joined(separator: "\n")
-            return fail("not starting: \(configPath) has \(problems.issues.count) problem(s)\n\(lines)")
+            let lines = (problems.issues.map { "  \($0)" }
+                + ConfigFile.warnings(configuration: nil, environment: environment).map { "  warning: \($0)" })
+                .joined(separator: "\n")
+            // 1 like check-config and mosquitto-acl for the same config; 2 is kept for usage errors.
+            _ = fail("not starting: \(configPath) has \(problems.issues.count) problem(s)\n\(lines)")
+            return 1
         }
         let logger = Logger(level: configuration.log.level)
         logger.info("starting smarthome-bridge", ["version": Bridge.version, "config": configPath])
+        for warning in ConfigFile.warnings(configuration: configuration, environment: environment) {
+            logger.warning("\(warning.path) \(warning.message)")
+        }
 
         var embedded: EmbeddedBroker?
         let broker: BrokerURL

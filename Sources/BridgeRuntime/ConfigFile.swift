@@ -1,5 +1,6 @@
 import BridgeCore
 import BridgeYAML
+import Foundation
 
 /// Reads the bridge's YAML config file and applies `SMARTHOME_*` environment overrides.
 public enum ConfigFile {
@@ -15,5 +16,30 @@ public enum ConfigFile {
             return .failure(ConfigIssues(issues: [error]))
         }
         return ConfigLoader.load(document, environment: environment)
+    }
+
+    /// What is worth a warning but does not stop the bridge, logged at start and listed by
+    /// `check-config`: `SMARTHOME_*` variables that set nothing, and a dashboard folder that is not
+    /// there (`configuration` is `nil` when the config has problems, so only the variables are checked).
+    public static func warnings(configuration: BridgeConfiguration?, environment: [String: String]) -> [ConfigIssue] {
+        var warnings = ConfigLoader.unknownEnvironment(environment)
+        if let configuration, let problem = missingWebRoot(configuration.http.webRoot) {
+            warnings.append(ConfigIssue(path: "http.web_root", message: problem))
+        }
+        return warnings
+    }
+
+    /// Why the dashboard would not be served from `webRoot`, or `nil` when it is a folder. A relative
+    /// path is relative to the working directory, like `storage.path` (README "Web dashboard"), so the
+    /// message says where it was looked for.
+    static func missingWebRoot(_ webRoot: String) -> String? {
+        let folder = URL(fileURLWithPath: webRoot).standardizedFileURL.path
+        var isDirectory: ObjCBool = false
+        let exists = FileManager.default.fileExists(atPath: folder, isDirectory: &isDirectory)
+        if exists, isDirectory.boolValue { return nil }
+        let relative = webRoot.hasPrefix("/")
+            ? "" : " (relative to the working directory \(FileManager.default.currentDirectoryPath))"
+        return "\(folder)\(relative) \(exists ? "is not a folder" : "does not exist"): the dashboard at / is not served "
+            + "(the API and the other routes are)"
     }
 }

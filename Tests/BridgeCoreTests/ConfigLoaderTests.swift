@@ -36,7 +36,7 @@ import Testing
     @Test func everyContractKeyIsAccepted() throws {
         let config = try load([
             "mqtt": ["url": "mqtt://broker:1884", "base_topic": "home", "username": "bridge", "password": "pw",
-                     "qos": 0, "keepalive": 10, "reconnect_min": "2s", "reconnect_max": "1m", "max_queued": 50,
+                     "qos": 0, "keepalive": 10, "reconnect_min": "2s", "reconnect_max": "90s", "max_queued": 50,
                      "tls": ["verify": false] as KeyValuePairs<String, Any>] as KeyValuePairs<String, Any>,
             "http": ["bind": "0.0.0.0", "port": 9090, "legacy_routes": true, "session_ttl": "7d"]
                 as KeyValuePairs<String, Any>,
@@ -50,19 +50,25 @@ import Testing
             "homeassistant": ["discovery": false, "prefix": "ha"] as KeyValuePairs<String, Any>,
             "scheduler": ["timezone": "Europe/Istanbul", "grace": "15m"] as KeyValuePairs<String, Any>,
             "log": ["level": "debug"] as KeyValuePairs<String, Any>,
-            "cluster": ["instances": 3, "index": 2, "secret": String(repeating: "k", count: 32)]
-                as KeyValuePairs<String, Any>,
+            "cluster": ["instances": 3, "index": 2, "secret": String(repeating: "k", count: 32),
+                        "mirror_idle": "2m"] as KeyValuePairs<String, Any>,
             "users": Fixtures.minimalUsers,
         ]).get()
         #expect(config.mqtt.url == BrokerURL(host: "broker", port: 1884, tls: false))
         #expect(config.mqtt.baseTopic == "home")
-        #expect(config.mqtt.reconnectMax == 60)
+        #expect(config.mqtt.qos == 0)
+        #expect(config.mqtt.keepalive == 10)
+        #expect(config.mqtt.reconnectMin == 2)
+        #expect(config.mqtt.reconnectMax == 90)
+        #expect(config.mqtt.maxQueued == 50)
+        #expect(!config.mqtt.tlsVerify)
         #expect(config.http.sessionTTL == 7 * 86_400)
         #expect(config.source.kind == .rest)
         #expect(config.source.interval == 0.5)
         #expect(config.source.lightsCommand.method == "PUT")
         #expect(config.homeAssistant.prefix == "ha")
         #expect(config.cluster.index == 2)
+        #expect(config.cluster.mirrorIdle == 120)
         #expect(config.log.level == .debug)
     }
 
@@ -95,6 +101,29 @@ import Testing
         #expect(!config.homeAssistant.discovery)
         #expect(config.source.interval == 1)
         #expect(ConfigLoader.environmentName(of: "mqtt.tls.ca") == "SMARTHOME_MQTT_TLS_CA")
+    }
+
+    @Test func unknownEnvironmentVariablesAreNamedWithTheLikelyKey() {
+        let warnings = ConfigLoader.unknownEnvironment([
+            "SMARTHOME_MQTT_BASETOPIC": "x", "SMARTHOME_HTTP_PROT": "1", "smarthome_mqtt_url": "mqtt://h",
+            "SMARTHOME_FAVOURITE_COLOUR": "red", "SMARTHOME_" + String(repeating: "A", count: 5000): "",
+            "SMARTHOME_CONFIG": "x.yaml", "SMARTHOME_MQTT_URL": "mqtt://h", "PATH": "/bin", "HOME": "/root",
+        ])
+        let byName = Dictionary(uniqueKeysWithValues: warnings.map { ($0.path, $0.message) })
+        #expect(byName.count == 5, "\(warnings)")
+        #expect(byName["SMARTHOME_MQTT_BASETOPIC"]?.contains("did you mean SMARTHOME_MQTT_BASE_TOPIC (mqtt.base_topic)?")
+                == true)
+        #expect(byName["SMARTHOME_HTTP_PROT"]?.contains("did you mean SMARTHOME_HTTP_PORT (http.port)?") == true)
+        #expect(byName["smarthome_mqtt_url"]?.contains("did you mean SMARTHOME_MQTT_URL (mqtt.url)?") == true)
+        #expect(byName["SMARTHOME_FAVOURITE_COLOUR"] == "is not a known variable and is ignored")
+        #expect(byName["SMARTHOME_" + String(repeating: "A", count: 5000)] == "is not a known variable and is ignored")
+        #expect(ConfigLoader.unknownEnvironment(["SMARTHOME_CONFIG": "a", "SMARTHOME_CLUSTER_MIRROR_IDLE": "1m"]).isEmpty)
+    }
+
+    @Test func editDistance() {
+        #expect(ConfigLoader.editDistance(Array("kitten".utf8), Array("sitting".utf8)) == 3)
+        #expect(ConfigLoader.editDistance([], Array("abc".utf8)) == 3)
+        #expect(ConfigLoader.editDistance(Array("same".utf8), Array("same".utf8)) == 0)
     }
 
     @Test func badEnvironmentValuesNameTheVariable() {
@@ -133,7 +162,21 @@ import Testing
     @Test func usersAreRequiredAndUnique() {
         #expect(issues([:]).map(\.path) == ["users"])
         let duplicate = issues(["users": Fixtures.minimalUsers + Fixtures.minimalUsers])
-        #expect(duplicate.map(\.path) == ["users[1].id"])
+        #expect(duplicate.map(\.path) == ["users[1].id", "users[1].username"])
+    }
+
+    @Test func duplicatesAreFoundBesideOtherProblemsOfTheSameUserOrRoom() {
+        let found = issues(["users": [
+            ["id": "1", "username": "a", "password_hash": "$argon2id$x",
+             "rooms": [["name": "Attic", "sensors": ["Pressure", "Lights", "Lights"]] as KeyValuePairs<String, Any>,
+                       ["name": "attic", "sensors": ["Wind"]] as KeyValuePairs<String, Any>]]
+                as KeyValuePairs<String, Any>,
+            ["id": "1", "username": "a", "password_hash": "plain", "rooms": ["Kitchen"]] as KeyValuePairs<String, Any>,
+        ]])
+        #expect(Set(found.map(\.path)) == [
+            "users[0].rooms[0].sensors[0]", "users[0].rooms[0].sensors[2]", "users[0].rooms[1].sensors[0]",
+            "users[0].rooms[1].id", "users[1].password_hash", "users[1].id", "users[1].username",
+        ], "\(found.map(\.description))")
     }
 
     @Test func reservedTopicLevelsAreRefused() {
@@ -155,13 +198,44 @@ import Testing
     }
 
     @Test func durations() {
-        #expect(ConfigLoader.parseDuration("30") == 30)
-        #expect(ConfigLoader.parseDuration("0.5") == 0.5)
-        #expect(ConfigLoader.parseDuration("500ms") == 0.5)
-        #expect(ConfigLoader.parseDuration("5m") == 300)
-        #expect(ConfigLoader.parseDuration("2h") == 7200)
-        #expect(ConfigLoader.parseDuration("30d") == 2_592_000)
-        #expect(ConfigLoader.parseDuration("-1") == nil)
-        #expect(ConfigLoader.parseDuration("soon") == nil)
+        #expect(ConfigValue.parseDuration("30") == 30)
+        #expect(ConfigValue.parseDuration("0.5") == 0.5)
+        #expect(ConfigValue.parseDuration("500ms") == 0.5)
+        #expect(ConfigValue.parseDuration("5m") == 300)
+        #expect(ConfigValue.parseDuration("2h") == 7200)
+        #expect(ConfigValue.parseDuration("30d") == 2_592_000)
+        #expect(ConfigValue.parseDuration("-1") == nil)
+        #expect(ConfigValue.parseDuration("soon") == nil)
+    }
+
+    /// Every key README calls a duration or seconds takes the same forms.
+    @Test(arguments: [
+        ("mqtt.keepalive", "45"), ("mqtt.keepalive", "45s"), ("mqtt.keepalive", "2m"), ("mqtt.reconnect_min", "500ms"),
+        ("mqtt.reconnect_max", "2m"), ("http.connection_timeout", "1m"), ("http.session_ttl", "12h"),
+        ("source.interval", "250ms"), ("source.timeout", "2s"), ("source.max_backoff", "1h"), ("publish.refresh", "1d"),
+        ("scheduler.grace", "90s"), ("cluster.command_timeout", "1500ms"), ("cluster.mirror_idle", "5m"),
+    ])
+    func durationKeysTakeUnits(path: String, text: String) throws {
+        let seconds = try #require(ConfigValue.parseDuration(text))
+        let config = try load(["users": Fixtures.minimalUsers], environment: [ConfigLoader.environmentName(of: path): text])
+            .get()
+        let decoded: [String: Double] = [
+            "mqtt.keepalive": Double(config.mqtt.keepalive), "mqtt.reconnect_min": config.mqtt.reconnectMin,
+            "mqtt.reconnect_max": config.mqtt.reconnectMax, "http.connection_timeout": config.http.connectionTimeout,
+            "http.session_ttl": config.http.sessionTTL, "source.interval": config.source.interval,
+            "source.timeout": config.source.timeout, "source.max_backoff": config.source.maxBackoff,
+            "publish.refresh": config.publish.refresh, "scheduler.grace": config.scheduler.grace,
+            "cluster.command_timeout": config.cluster.commandTimeout, "cluster.mirror_idle": config.cluster.mirrorIdle,
+        ]
+        #expect(decoded[path] == seconds, "\(path): \(text)")
+    }
+
+    /// MQTT's keepalive is whole seconds on the wire: a fraction is refused, not rounded.
+    @Test func keepaliveRefusesFractionsOfASecond() {
+        for text in ["1.5", "1500ms", "30.5s", "4s", "soon"] {
+            let found = issues(["mqtt": ["keepalive": text] as KeyValuePairs<String, Any>, "users": Fixtures.minimalUsers])
+            #expect(found.map(\.path) == ["mqtt.keepalive"], "\(text)")
+            #expect(found.first?.message.contains("whole number of seconds") == true, "\(found)")
+        }
     }
 }

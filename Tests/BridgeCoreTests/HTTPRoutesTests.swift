@@ -26,6 +26,13 @@ import Testing
         return (response.status, String(decoding: response.body, as: UTF8.self))
     }
 
+    @Test func theRootSaysWhyThereIsNoDashboard() {
+        let (status, body) = get("/")
+        #expect(status == 404)
+        #expect(body.contains("no dashboard is served here") && body.contains("http.web_root"), "\(body)")
+        #expect(get("/index.html") == (404, #"{"error":{"message":"Not found"}}"#))
+    }
+
     @Test func seedRoutes() {
         #expect(get("/login/Cemalettin/12345").1.hasPrefix(#"{"userID":"1","rooms":["livingroom""#))
         #expect(get("/login/Cemalettin/wrong") == (200, #"{"userID":"0"}"#))
@@ -37,7 +44,7 @@ import Testing
     }
 
     @Test func unknownThingsAre404WithTheErrorShape() {
-        for path in ["/rooms/9", "/rooms/1/Attic", "/rooms/9/Kitchen", "/nothing", "/", "/rooms", "/rooms/1/Kitchen/x",
+        for path in ["/rooms/9", "/rooms/1/Attic", "/rooms/9/Kitchen", "/nothing", "/rooms", "/rooms/1/Kitchen/x",
                      "/login/a"] {
             #expect(get(path) == (404, #"{"error":{"message":"Not found"}}"#), "\(path)")
         }
