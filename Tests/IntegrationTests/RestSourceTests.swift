@@ -28,6 +28,8 @@ struct RestSourceTests {
             let temperature = Mutex<String>("25.5")
             let requests = Mutex<[Request]>([])
             let commandStatus = Mutex<Int>(200)
+            /// "user/Room display name" → the light as the upstream has it ("On" until told otherwise).
+            let lights = Mutex<[String: String]>([:])
         }
 
         let port: Int
@@ -43,16 +45,24 @@ struct RestSourceTests {
                 }
                 let parts = request.path.split(separator: "/").map(String.init)
                 if parts.first == "lights" {
-                    return HTTPResponse(status: state.commandStatus.withLock { $0 }, body: Array("{}".utf8))
+                    // A device that does what it is told when it answers 2xx, and nothing otherwise.
+                    let status = state.commandStatus.withLock { $0 }
+                    let body = String(decoding: request.body, as: UTF8.self)
+                    if (200..<300).contains(status), parts.count == 3 {
+                        let wanted = body.contains(#""state":"ON""#) ? "On" : body.contains(#""state":"OFF""#) ? "Off" : nil
+                        if let wanted { state.lights.withLock { $0["\(parts[1])/\(parts[2])"] = wanted } }
+                    }
+                    return HTTPResponse(status: status, body: Array("{}".utf8))
                 }
                 guard parts.count == 3, parts[0] == "rooms" else { return HTTPResponse(status: 404) }
                 let room = parts[2]
+                let light = state.lights.withLock { $0["\(parts[1])/\(room)"] ?? "On" }
                 let json: String
                 switch state.modes.withLock({ $0[room] ?? .normal }) {
                 case .normal:
                     let value = state.temperature.withLock { $0 }
                     let last = room == "Kitchen" || room == "Bathroom" ? ("Gas", "Okey") : ("Movement", "Detected")
-                    json = #"{"SensorNames":["Temperature","Humidity","Lights","\#(last.0)","Pressure"],"SensorIcon":["temperature","humidity","On","\#(last.1)","pressure"],"SensorValues":["\#(value)","55.0","On","\#(last.1)","1013 hPa"]}"#
+                    json = #"{"SensorNames":["Temperature","Humidity","Lights","\#(last.0)","Pressure"],"SensorIcon":["temperature","humidity","On","\#(last.1)","pressure"],"SensorValues":["\#(value)","55.0","\#(light)","\#(last.1)","1013 hPa"]}"#
                 case .serverError: return HTTPResponse(status: 500, body: Array("database on fire".utf8))
                 case .garbage: json = "<html>not json at all</html>"
                 case .wrongShape: json = #"{"rooms":["Kitchen"]}"#
@@ -74,6 +84,10 @@ struct RestSourceTests {
             state.requests.withLock { $0.filter { $0.path.hasSuffix("/\(room)") }.count }
         }
         var commands: [Request] { state.requests.withLock { $0.filter { $0.path.hasPrefix("/lights") } } }
+        /// The light of `room` (display name) as the upstream has it.
+        func light(user: String = "1", _ room: String) -> String {
+            state.lights.withLock { $0["\(user)/\(room)"] ?? "On" }
+        }
         func stop() { server.stop() }
     }
 
@@ -188,9 +202,19 @@ struct RestSourceTests {
         #expect(forwarded.method == "PUT")
         #expect(forwarded.path == "/lights/1/Kitchen")
         #expect(forwarded.body == #"{"state":"OFF"}"#)
+        // Accepted: the bridge publishes OFF, and the upstream, asked again by the polls, agrees.
+        try await watcher.waitFor("smarthome/1/kitchen/lights", payload: "OFF")
+        #expect(upstream.light("Kitchen") == "Off")
+        let kitchenPolls = upstream.polls(of: "Kitchen")
+        _ = await eventually(timeout: 5) { upstream.polls(of: "Kitchen") >= kitchenPolls + 3 }
+        #expect(watcher.last("smarthome/1/kitchen/lights") == "OFF")
+        let kitchen = try await HTTP.get(bridge.httpPort, "/rooms/1/Kitchen")
+        #expect(try JSONDecoder().decode(sensorsModel.self, from: kitchen.body).SensorValues[2] == "Off")
 
+        // Refused: nothing changes, neither on the upstream nor on the bridge.
         upstream.setCommandStatus(409)
-        try watcher.publish("smarthome/1/bedroom/lights/set", "ON")
+        watcher.clear()
+        try watcher.publish("smarthome/1/bedroom/lights/set", "OFF")
         let event = try await watcher.waitFor { $0.topic == "smarthome/1/events" && $0.text.contains("upstream_refused") }
         #expect(event.text.contains("409"))
         let token = try await APITests.token(bridge.httpPort, "Cemalettin", "12345")
@@ -199,5 +223,13 @@ struct RestSourceTests {
         #expect(refused.status == 409)
         #expect(refused.text.contains("upstream answered 409"))
         #expect(upstream.commands.count == 3)
+        let polls = upstream.polls(of: "Bedroom") + upstream.polls(of: "Garden")
+        _ = await eventually(timeout: 5) { upstream.polls(of: "Bedroom") + upstream.polls(of: "Garden") >= polls + 6 }
+        #expect(upstream.light("Bedroom") == "On" && upstream.light("Garden") == "On")
+        #expect(!watcher.messages.contains { $0.topic.hasSuffix("/lights") && $0.text == "OFF" }, "a refused command applied")
+        for room in ["Bedroom", "Garden"] {
+            let reply = try await HTTP.get(bridge.httpPort, "/rooms/1/\(room)")
+            #expect(try JSONDecoder().decode(sensorsModel.self, from: reply.body).SensorValues[2] == "On", "\(room)")
+        }
     }
 }
