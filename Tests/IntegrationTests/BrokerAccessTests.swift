@@ -110,8 +110,10 @@ struct BrokerAccessTests {
 
         // The same bridge trusting another CA: the handshake fails, so it never connects.
         environment["SMARTHOME_MQTT_TLS_CA"] = pki.otherCAFile
-        let untrusting = try UnreadyBridge(environment: environment)
+        let untrusting = try await UnconnectedBridge(environment: environment)
         #expect(await HTTP.waitForStatus(untrusting.httpPort, "/healthz", 503))
+        // Its database is its own temporary one, never the checkout's data/bridge.sqlite (make run's).
+        #expect(FileManager.default.fileExists(atPath: untrusting.storagePath))
         #expect(await broker.waitForLog("unknown ca"), "broker log:\n\(broker.log)")
         for _ in 0..<10 {
             #expect(try await HTTP.get(untrusting.httpPort, "/healthz").status == 503)
@@ -429,34 +431,4 @@ final class OutcomeLog: Sendable {
 
     func append(_ outcome: String) { lock.withLock { $0.append(outcome) } }
     var first: String? { lock.withLock { $0.first } }
-}
-
-/// The bridge executable started without waiting for it to reach its broker (`BridgeProcess`
-/// waits for its retained state, which a bridge that cannot connect never publishes).
-final class UnreadyBridge: @unchecked Sendable {
-    let httpPort: Int
-    let directory: URL
-    private let process: ChildProcess
-
-    init(environment: [String: String]) throws {
-        directory = try TestFiles.makeDirectory("unready-bridge")
-        guard let port = LoopbackPort.free() else { throw TestFailure("no free HTTP port") }
-        httpPort = port
-        let config = directory.appendingPathComponent("bridge.yaml")
-        try BridgeProcess.demoConfig(settings: "").write(to: config, atomically: true, encoding: .utf8)
-        var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("SMARTHOME_") }
-        env["SMARTHOME_HTTP_PORT"] = String(port)
-        for (key, value) in environment { env[key] = value }
-        process = try ChildProcess.spawn(TestFiles.bridgeExecutable, ["--config", config.path], environment: env,
-                                         outputPath: directory.appendingPathComponent("bridge.log").path)
-    }
-
-    var log: String {
-        (try? String(contentsOf: directory.appendingPathComponent("bridge.log"), encoding: .utf8)) ?? ""
-    }
-
-    deinit {
-        process.terminate()
-        try? FileManager.default.removeItem(at: directory)
-    }
 }
