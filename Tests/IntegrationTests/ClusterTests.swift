@@ -6,7 +6,7 @@ import Testing
 import FoundationNetworking
 #endif
 
-/// Several bridge instances on one real mosquitto (issue #11): each user owned by exactly one
+/// Several bridge instances on one real mosquitto (docs/scaling.md): each user owned by exactly one
 /// instance, every instance answering HTTP for every user, commands relayed to the owner, and an
 /// instance's death visible on its rooms' availability only.
 @Suite(.serialized, .timeLimit(.minutes(4)))
