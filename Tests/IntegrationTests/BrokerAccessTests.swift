@@ -326,18 +326,10 @@ final class SecuredBroker: @unchecked Sendable {
         directory = try TestFiles.makeDirectory("secured-broker")
         tls = pki != nil
         AccessFiles.makeReadableByMosquitto(files.passwordFile)
-        var lastError: Error?
-        for _ in 0..<3 {
-            guard let port = LoopbackPort.free() else { continue }
+        try await TestBroker.onFreePort { port in
             self.port = port
-            do {
-                try await start(files: files, pki: pki)
-                return
-            } catch {
-                lastError = error
-            }
+            try await start(files: files, pki: pki)
         }
-        throw lastError ?? TestFailure("no free port for mosquitto")
     }
 
     var url: String { "\(tls ? "mqtts" : "mqtt")://127.0.0.1:\(port)" }
