@@ -49,8 +49,9 @@ struct ClusterSessionTests {
         #expect(try await HTTP.send(second.httpPort, "/api/v1/logout", method: "POST", token: fromSecond).status
             == 204)
         #expect(try await Self.rooms(second, fromSecond).status == 401)
-        // The other instance learns of a logout only through SessionService.revokeRemote, which the
-        // runtime does not feed yet; SessionTokenTests checks that path.
+        // These instances share a secret but are no cluster (cluster.instances is 1), so none tells
+        // the others of a logout; instances of one cluster do (the next test, and SessionTokenTests
+        // for SessionService.revokeRemote itself).
     }
 
     /// Instance `index` of a cluster of two on `broker`, with its own database.
