@@ -1,3 +1,4 @@
+import BridgeCore
 import BridgeStorage
 import Foundation
 import Testing
@@ -22,7 +23,11 @@ struct AlarmsAndHistoryTests {
         let alice = try await APITests.token(port, "Cemalettin", "12345")
         let bob = try await APITests.token(port, "Mehmet", "123456")
         let day = Date(timeIntervalSinceNow: 86_400 * 30)
-        let base = Calendar.current.startOfDay(for: day)
+        // Midnight in the scheduler's time zone (UTC, set above), not the machine's: the order below
+        // is by time of day there (README, Alarms).
+        var utc = Calendar(identifier: .gregorian)
+        utc.timeZone = TimeZone(identifier: "UTC")!
+        let base = utc.startOfDay(for: day)
 
         let evening = try await HTTP.send(port, "/api/v1/alarms", method: "POST",
                                           body: Self.alarmBody("Evening lights", at: base.addingTimeInterval(20 * 3600),
@@ -175,16 +180,23 @@ struct AlarmsAndHistoryTests {
                                     token: token).status == 404)
     }
 
-    @Test func retentionPrunesOldReadings() async throws {
+    @Test func retentionPrunesOldReadingsAndKeepsTheRest() async throws {
         let broker = try await TestBroker()
         let storage = try TestFiles.makeDirectory("retention").appendingPathComponent("bridge.sqlite").path
+        // 100 rows 10 days old and 20 rows 6 days old (values the simulator never makes), with 7 days kept.
+        let cutoff = Date(timeIntervalSinceNow: -7 * 86_400)
+        let old = Date(timeIntervalSinceNow: -10 * 86_400)
+        let recent = Date(timeIntervalSinceNow: -6 * 86_400)
         do {
             let database = try Database(path: storage)
-            let old = Date(timeIntervalSinceNow: -10 * 86_400)
-            try HistoryStore(database: database).append((0..<100).map {
+            let rows = (0..<100).map {
                 HistoryStore.Row(user: "1", room: "kitchen", sensor: "temperature", time: old.addingTimeInterval(Double($0)),
-                                 value: "25.0")
-            })
+                                 value: "24.0")
+            } + (0..<20).map {
+                HistoryStore.Row(user: "1", room: "kitchen", sensor: "temperature",
+                                 time: recent.addingTimeInterval(Double($0)), value: "24.5")
+            }
+            try HistoryStore(database: database).append(rows)
         }
         let bridge = try await BridgeProcess(broker: broker, storagePath: storage,
                                              environment: ["SMARTHOME_STORAGE_RETENTION_DAYS": "7"])
@@ -192,8 +204,13 @@ struct AlarmsAndHistoryTests {
         let token = try await APITests.token(bridge.httpPort, "Cemalettin", "12345")
         let reply = Self.object(try await HTTP.send(bridge.httpPort, "/api/v1/rooms/kitchen/history?sensor=temperature",
                                                     method: "GET", token: token))
-        #expect((reply["points"] as? [[String: String]])?.contains { $0["v"] == "25.0" && ($0["t"] ?? "") < "2026-11-25" }
-            == false)
+        let points = (reply["points"] as? [[String: String]] ?? []).compactMap { point -> (Date, String)? in
+            guard let time = point["t"].flatMap({ try? Date($0, strategy: .iso8601) }), let value = point["v"] else { return nil }
+            return (time, value)
+        }
+        #expect(!points.contains { $0.0 < cutoff }, "a reading older than storage.retention_days was kept")
+        #expect(points.filter { $0.1 == "24.0" }.isEmpty)
+        #expect(points.filter { $0.1 == "24.5" }.count == 20, "the readings inside the window are all kept")
     }
 
     @Test func lightsAndReadingsSurviveARestart() async throws {
@@ -225,6 +242,7 @@ struct AlarmsAndHistoryTests {
         let folder = try TestFiles.makeDirectory("heavy")
         let storage = folder.appendingPathComponent("bridge.sqlite").path
         var created: [String] = []
+        var random = SeededGenerator(seed: 3)  // the kill times, the same every run
         for round in 0..<20 {
             // Interval 0: the simulator runs flat out, so history is written as fast as it goes.
             let bridge = try await BridgeProcess(broker: broker, settings: "http:\n  legacy_routes: true\nsource:\n  interval: 0\n",
@@ -237,7 +255,7 @@ struct AlarmsAndHistoryTests {
                 if reply.status == 201, let uuid = Self.object(reply)["uuid"] as? String { created.append(uuid) }
             }
             // Batches are written every second: kill somewhere in the second or third batch.
-            try await Task.sleep(for: .milliseconds(Int.random(in: 1000...2000)))
+            try await Task.sleep(for: .milliseconds(Int.random(in: 1000...2000, using: &random)))
             bridge.signal(SIGKILL)
             _ = bridge.waitForExit(timeout: 10)
         }

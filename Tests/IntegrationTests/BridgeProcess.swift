@@ -20,29 +20,56 @@ final class BridgeProcess: @unchecked Sendable {
         environment: [String: String] = [:]
     ) async throws {
         directory = try TestFiles.makeDirectory("bridge")
-        guard let port = LoopbackPort.free() else { throw TestFailure("no free HTTP port") }
-        httpPort = port
-        let config = directory.appendingPathComponent("bridge.yaml")
-        try (BridgeProcess.demoConfig(settings: settings) + extraUsers).write(to: config, atomically: true,
-                                                                              encoding: .utf8)
-        logPath = directory.appendingPathComponent("bridge.log").path
-        var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("SMARTHOME_") }
-        env["SMARTHOME_HTTP_PORT"] = String(port)
-        env["SMARTHOME_MQTT_EMBEDDED_PORT"] = "0"  // tests run side by side: never the shared 1883
-        env["SMARTHOME_STORAGE_PATH"] = storagePath ?? directory.appendingPathComponent("bridge.sqlite").path
+        var env = environment
         if let broker {
-            env["SMARTHOME_MQTT_URL"] = broker.url
-            env.merge(broker.bridgeEnvironment) { $1 }
+            env["SMARTHOME_MQTT_URL"] = env["SMARTHOME_MQTT_URL"] ?? broker.url
+            env.merge(broker.bridgeEnvironment) { mine, _ in mine }
         }
-        for (key, value) in environment { env[key] = value }
-        process = try ChildProcess.spawn(TestFiles.bridgeExecutable, ["--config", config.path], environment: env,
-                                         outputPath: logPath)
+        let started = try await Self.launch(config: Self.demoConfig(settings: settings) + extraUsers, in: directory,
+                                            storagePath: storagePath, environment: env)
+        httpPort = started.httpPort
+        logPath = started.logPath
+        process = started.process
         // Ready when its retained state is on the broker, so a subscriber that comes later gets it
         // as retained messages.
         guard await waitForRetainedPublish(count: 1) else {
             process.terminate()
             throw TestFailure("bridge did not publish its state; log:\n\(log)")
         }
+    }
+
+    /// Writes `config` into `directory` and starts the bridge on a free HTTP port, its database in
+    /// `directory` unless `storagePath` says otherwise; returns once the bridge listens on that
+    /// port, and tries another (as `TestBroker.onFreePort` does) when the port was taken between
+    /// finding it and the bridge binding it (the bridge then exits).
+    static func launch(config: String, in directory: URL, storagePath: String? = nil,
+                       environment: [String: String]) async throws
+        -> (httpPort: Int, logPath: String, process: ChildProcess)
+    {
+        let configFile = directory.appendingPathComponent("bridge.yaml")
+        try config.write(to: configFile, atomically: true, encoding: .utf8)
+        let logPath = directory.appendingPathComponent("bridge.log").path
+        var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("SMARTHOME_") }
+        env["SMARTHOME_MQTT_EMBEDDED_PORT"] = "0"  // tests run side by side: never the shared 1883
+        env["SMARTHOME_STORAGE_PATH"] = storagePath ?? directory.appendingPathComponent("bridge.sqlite").path
+        for (key, value) in environment { env[key] = value }
+        var started: (httpPort: Int, logPath: String, process: ChildProcess)?
+        try await TestBroker.onFreePort { port in
+            try? FileManager.default.removeItem(atPath: logPath)  // a failed attempt's lines
+            env["SMARTHOME_HTTP_PORT"] = String(port)
+            let process = try ChildProcess.spawn(TestFiles.bridgeExecutable, ["--config", configFile.path],
+                                                 environment: env, outputPath: logPath)
+            func log() -> String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+            // Logged once the HTTP server has bound the port; a bridge that cannot bind exits.
+            let listening = await eventually(timeout: 15) { log().contains("HTTP listening") || !process.isRunning }
+            guard listening, log().contains("HTTP listening") else {
+                process.terminate()
+                throw TestFailure("the bridge did not listen on HTTP port \(port); log:\n\(log())")
+            }
+            started = (port, logPath, process)
+        }
+        guard let started else { throw TestFailure("the bridge did not start") }
+        return started
     }
 
     /// Waits until the bridge has published its whole retained state `count` times (once per

@@ -110,8 +110,10 @@ struct BrokerAccessTests {
 
         // The same bridge trusting another CA: the handshake fails, so it never connects.
         environment["SMARTHOME_MQTT_TLS_CA"] = pki.otherCAFile
-        let untrusting = try UnreadyBridge(environment: environment)
+        let untrusting = try await UnconnectedBridge(environment: environment)
         #expect(await HTTP.waitForStatus(untrusting.httpPort, "/healthz", 503))
+        // Its database is its own temporary one, never the checkout's data/bridge.sqlite (make run's).
+        #expect(FileManager.default.fileExists(atPath: untrusting.storagePath))
         #expect(await broker.waitForLog("unknown ca"), "broker log:\n\(broker.log)")
         for _ in 0..<10 {
             #expect(try await HTTP.get(untrusting.httpPort, "/healthz").status == 503)
@@ -253,40 +255,61 @@ final class AccessFiles: Sendable {
 }
 
 /// A CA, a server certificate it signed for 127.0.0.1 and localhost, and an unrelated second CA,
-/// made with the `openssl` command line.
+/// made with the `openssl` command line; `issue` signs more certificates with the CA.
 struct TestPKI {
+    let directory: URL
     let caFile: String
     let certFile: String
     let keyFile: String
     let otherCAFile: String
 
     init(directory: URL) throws {
-        func path(_ name: String) -> String { directory.appendingPathComponent(name).path }
-        caFile = path("ca.crt")
-        certFile = path("server.crt")
-        keyFile = path("server.key")
-        otherCAFile = path("other-ca.crt")
-        try "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n"
-            .write(toFile: path("server.ext"), atomically: true, encoding: .utf8)
-        let steps: [[String]] = [
-            ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=SmartHomeBridge Test CA",
-             "-keyout", path("ca.key"), "-out", caFile],
-            ["req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
-             "-keyout", keyFile, "-out", path("server.csr")],
-            ["x509", "-req", "-in", path("server.csr"), "-CA", caFile, "-CAkey", path("ca.key"), "-CAcreateserial",
-             "-days", "2", "-extfile", path("server.ext"), "-out", certFile],
-            ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=Some Other CA",
-             "-keyout", path("other-ca.key"), "-out", otherCAFile],
-        ]
-        for arguments in steps {
-            let log = path("openssl.log")
-            let openssl = try ChildProcess.spawn("/usr/bin/openssl", arguments, outputPath: log)
-            guard openssl.waitForExit(timeout: 30) == 0 else {
-                let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
-                throw TestFailure("openssl \(arguments[0]) failed:\n\(output)")
-            }
+        self.directory = directory
+        caFile = directory.appendingPathComponent("ca.crt").path
+        otherCAFile = directory.appendingPathComponent("other-ca.crt").path
+        for (subject, name) in [("/CN=SmartHomeBridge Test CA", "ca"), ("/CN=Some Other CA", "other-ca")] {
+            try Self.openssl(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", subject,
+                              "-keyout", "\(name).key", "-out", "\(name).crt"], in: directory)
         }
-        AccessFiles.makeReadableByMosquitto(keyFile)
+        let server = try Self.issue("server", subject: "/CN=127.0.0.1",
+                                    extensions: "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
+                                    in: directory)
+        certFile = server.cert
+        keyFile = server.key
+    }
+
+    /// A key and a certificate for `subject` signed by the CA, with `extensions` (openssl
+    /// extension-file lines); the key readable by mosquitto, as a broker's must be.
+    func issue(_ name: String, subject: String, extensions: String) throws -> (cert: String, key: String) {
+        try Self.issue(name, subject: subject, extensions: extensions, in: directory)
+    }
+
+    private static func issue(_ name: String, subject: String, extensions: String, in directory: URL) throws
+        -> (cert: String, key: String)
+    {
+        try ("basicConstraints=CA:FALSE\n" + extensions)
+            .write(to: directory.appendingPathComponent("\(name).ext"), atomically: true, encoding: .utf8)
+        try openssl(["req", "-newkey", "rsa:2048", "-nodes", "-subj", subject, "-keyout", "\(name).key",
+                     "-out", "\(name).csr"], in: directory)
+        try openssl(["x509", "-req", "-in", "\(name).csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+                     "-days", "2", "-extfile", "\(name).ext", "-out", "\(name).crt"], in: directory)
+        let key = directory.appendingPathComponent("\(name).key").path
+        AccessFiles.makeReadableByMosquitto(key)
+        return (directory.appendingPathComponent("\(name).crt").path, key)
+    }
+
+    /// Runs the openssl command line in `directory` (file names in `arguments` are relative to it).
+    private static func openssl(_ arguments: [String], in directory: URL) throws {
+        let log = directory.appendingPathComponent("openssl.log").path
+        let absolute = arguments.map { argument in
+            argument.hasSuffix(".key") || argument.hasSuffix(".crt") || argument.hasSuffix(".csr") || argument.hasSuffix(".ext")
+                ? directory.appendingPathComponent(argument).path : argument
+        }
+        let openssl = try ChildProcess.spawn("/usr/bin/openssl", absolute, outputPath: log)
+        guard openssl.waitForExit(timeout: 30) == 0 else {
+            let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+            throw TestFailure("openssl \(arguments[0]) failed:\n\(output)")
+        }
     }
 }
 
@@ -303,18 +326,10 @@ final class SecuredBroker: @unchecked Sendable {
         directory = try TestFiles.makeDirectory("secured-broker")
         tls = pki != nil
         AccessFiles.makeReadableByMosquitto(files.passwordFile)
-        var lastError: Error?
-        for _ in 0..<3 {
-            guard let port = LoopbackPort.free() else { continue }
+        try await TestBroker.onFreePort { port in
             self.port = port
-            do {
-                try await start(files: files, pki: pki)
-                return
-            } catch {
-                lastError = error
-            }
+            try await start(files: files, pki: pki)
         }
-        throw lastError ?? TestFailure("no free port for mosquitto")
     }
 
     var url: String { "\(tls ? "mqtts" : "mqtt")://127.0.0.1:\(port)" }
@@ -429,34 +444,4 @@ final class OutcomeLog: Sendable {
 
     func append(_ outcome: String) { lock.withLock { $0.append(outcome) } }
     var first: String? { lock.withLock { $0.first } }
-}
-
-/// The bridge executable started without waiting for it to reach its broker (`BridgeProcess`
-/// waits for its retained state, which a bridge that cannot connect never publishes).
-final class UnreadyBridge: @unchecked Sendable {
-    let httpPort: Int
-    let directory: URL
-    private let process: ChildProcess
-
-    init(environment: [String: String]) throws {
-        directory = try TestFiles.makeDirectory("unready-bridge")
-        guard let port = LoopbackPort.free() else { throw TestFailure("no free HTTP port") }
-        httpPort = port
-        let config = directory.appendingPathComponent("bridge.yaml")
-        try BridgeProcess.demoConfig(settings: "").write(to: config, atomically: true, encoding: .utf8)
-        var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("SMARTHOME_") }
-        env["SMARTHOME_HTTP_PORT"] = String(port)
-        for (key, value) in environment { env[key] = value }
-        process = try ChildProcess.spawn(TestFiles.bridgeExecutable, ["--config", config.path], environment: env,
-                                         outputPath: directory.appendingPathComponent("bridge.log").path)
-    }
-
-    var log: String {
-        (try? String(contentsOf: directory.appendingPathComponent("bridge.log"), encoding: .utf8)) ?? ""
-    }
-
-    deinit {
-        process.terminate()
-        try? FileManager.default.removeItem(at: directory)
-    }
 }

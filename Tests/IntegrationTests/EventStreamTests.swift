@@ -122,4 +122,17 @@ struct EventStreamTests {
         #expect(try await HTTP.get(bridge.httpPort, "/healthz").status == 200)
         print("events: MQTT kept \(perSecond) msgs/s on user 1's temperatures while an SSE client hung")
     }
+
+    /// README, Live events: "a heartbeat comment every 15 s", so a client (and a proxy) can tell a
+    /// quiet stream from a dead one. Nothing else happens meanwhile: the source ticks once an hour.
+    @Test func aQuietStreamGetsAHeartbeatCommentWithinFifteenSeconds() async throws {
+        let broker = try await TestBroker()
+        let bridge = try await BridgeProcess(broker: broker, settings: "http:\n  legacy_routes: true\nsource:\n  interval: 3600\n")
+        let token = try await APITests.token(bridge.httpPort, "Cemalettin", "12345")
+        let stream = try EventStreamClient(port: bridge.httpPort, token: token)
+        #expect(stream.waitFor("retry: 3000"))
+        #expect(stream.waitFor("\n: heartbeat\n\n", seconds: 16), "no heartbeat in 16 s: \(stream.text.suffix(200))")
+        #expect(!stream.text.contains("event: "), "the stream was not quiet: \(stream.text.suffix(300))")
+        #expect(stream.read(for: 0.2), "the stream is still open")
+    }
 }

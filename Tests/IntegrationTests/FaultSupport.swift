@@ -159,30 +159,27 @@ final class FaultSubscriber: Sendable {
 }
 
 /// The bridge executable started without waiting for it to connect (BridgeProcess waits for its
-/// first retained publish, which a bridge with wrong credentials never makes).
+/// first retained publish, which a bridge with wrong credentials or an untrusted broker never
+/// makes); its database in its own temporary folder, as BridgeProcess's.
 final class UnconnectedBridge: @unchecked Sendable {
     let httpPort: Int
     let directory: URL
     let logPath: String
     let process: ChildProcess
 
-    init(settings: String, environment: [String: String]) throws {
+    init(settings: String = "", environment: [String: String]) async throws {
         directory = try TestFiles.makeDirectory("bridge")
-        guard let port = LoopbackPort.free() else { throw TestFailure("no free HTTP port") }
-        httpPort = port
-        let config = directory.appendingPathComponent("bridge.yaml")
-        try BridgeProcess.demoConfig(settings: settings).write(to: config, atomically: true, encoding: .utf8)
-        logPath = directory.appendingPathComponent("bridge.log").path
-        var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("SMARTHOME_") }
-        env["SMARTHOME_HTTP_PORT"] = String(port)
-        env["SMARTHOME_MQTT_EMBEDDED_PORT"] = "0"
-        env["SMARTHOME_STORAGE_PATH"] = directory.appendingPathComponent("bridge.sqlite").path
-        for (key, value) in environment { env[key] = value }
-        process = try ChildProcess.spawn(TestFiles.bridgeExecutable, ["--config", config.path], environment: env,
-                                         outputPath: logPath)
+        let started = try await BridgeProcess.launch(config: BridgeProcess.demoConfig(settings: settings),
+                                                     in: directory, environment: environment)
+        httpPort = started.httpPort
+        logPath = started.logPath
+        process = started.process
     }
 
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    /// The database file the bridge was given.
+    var storagePath: String { directory.appendingPathComponent("bridge.sqlite").path }
 
     deinit {
         process.terminate()

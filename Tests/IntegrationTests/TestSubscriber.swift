@@ -17,29 +17,33 @@ final class TestSubscriber: Sendable {
                             password: broker.password)
     }
 
+    /// Returns once the client is connected; throws when it is not within `timeout` seconds.
     init(
         broker port: Int, subscribe filters: [String] = [], name: String = "test", username: String? = nil,
-        password: String? = nil
+        password: String? = nil, timeout: Double = 10
     ) async throws {
         client = try MQTTClient(configuration: MQTTConfiguration(
             host: "127.0.0.1", port: port, clientID: "\(name)-\(UUID().uuidString.prefix(8))",
             username: username, password: password, keepalive: 10))
         let client = client
         let received = received
-        let (connected, signal) = AsyncStream.makeStream(of: Void.self)
+        let connections = ConnectionCount()
         consumer = Task {
             for await event in client.events {
                 switch event {
                 case .message(let message): received.append(message)
-                case .connected: signal.yield()
+                case .connected: connections.add()
                 default: break
                 }
             }
         }
         for filter in filters { try client.subscribe(filter, qos: 1) }
         try client.start()
-        var iterator = connected.makeAsyncIterator()
-        _ = await iterator.next()
+        guard await eventually(timeout: timeout, { connections.count > 0 }) else {
+            client.stop()
+            consumer.cancel()
+            throw TestFailure("test client \(name) could not connect to the broker on port \(port) within \(timeout) s")
+        }
     }
 
     var messages: [MQTTMessage] { received.all }
@@ -86,6 +90,14 @@ final class MessageLog: Sendable {
     func append(_ message: MQTTMessage) { lock.withLock { $0.append(message) } }
     var all: [MQTTMessage] { lock.withLock { $0 } }
     func clear() { lock.withLock { $0.removeAll() } }
+}
+
+/// How often a client connected, counted on its thread, read by the test.
+final class ConnectionCount: Sendable {
+    private let lock = Mutex(0)
+
+    func add() { lock.withLock { $0 += 1 } }
+    var count: Int { lock.withLock { $0 } }
 }
 
 /// HTTP over a real socket with URLSession.
