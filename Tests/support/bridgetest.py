@@ -160,15 +160,15 @@ def interrupt_on_sigterm() -> None:
 
 
 class Process:
-    """A spawned child with its output (stdout unless piped, and stderr) in a log file."""
+    """A spawned child with its output (stdout and stderr) in a log file, appended to or new."""
 
     def __init__(self, name: str, argv: list, log_path: str | Path, env: dict | None = None,
-                 cwd: str | Path | None = None, stdout_pipe: bool = False, append: bool = False):
+                 cwd: str | Path | None = None, append: bool = False):
         self.name = name
         self.log_path = Path(log_path)
         self.log_file = open(self.log_path, "ab" if append else "wb")
-        self.popen = spawn(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
-                           stdout=subprocess.PIPE if stdout_pipe else self.log_file, stderr=self.log_file)
+        self.popen = spawn(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=self.log_file,
+                           stderr=self.log_file)
         self.pid = self.popen.pid
 
     def running(self) -> bool:
@@ -285,8 +285,8 @@ class Bridge:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.broker = broker
-        self.config = Path(config)
-        self.binary = Path(binary or BRIDGE)
+        self.config = Path(config).absolute()  # absolute: the bridge runs in its own folder
+        self.binary = Path(binary or BRIDGE).absolute()
         self.http_port = free_port()
         self.database = self.directory / "bridge.sqlite"
         self.log_path = self.directory / "bridge.log"
@@ -322,8 +322,8 @@ class Bridge:
         or its broker exits first, AssertionError when it is not ready within timeout seconds."""
         assert os.access(self.binary, os.X_OK), f"{self.binary} missing: swift build first"
         started = time.monotonic()
-        self.process = Process(self.name, [self.binary, "--config", config or self.config], self.log_path,
-                               env=self.env, cwd=self.directory, append=True)
+        argv = [self.binary, "--config", Path(config or self.config).absolute()]
+        self.process = Process(self.name, argv, self.log_path, env=self.env, cwd=self.directory, append=True)
         ready = ready or self.healthy
 
         def up():
