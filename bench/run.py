@@ -375,7 +375,7 @@ def bench_publish(ctx: dict) -> dict:
                         bridge = Bridge(ctx["binary"], config, broker, work, f"publish-q{qos}-bridge-{repeat}",
                                         env={"SMARTHOME_SOURCE_INTERVAL": "0", "SMARTHOME_MQTT_QOS": str(qos)})
                         pid = bridge.pid
-                    samplers = [Sampler(pid), Sampler(broker.pid)]
+                    samplers = [Sampler(pid), Sampler(broker.process.pid)]
                     database = bridge.database if bridge is not None else None
                     counted = run_counter(tools, broker.port, qos, p["publish_warmup"], p["publish_window"], samplers,
                                           database=database)

@@ -247,10 +247,6 @@ class Broker:
     def url(self) -> str:
         return f"mqtt://{HOST}:{self.port}"
 
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
     def publish(self, topic: str, payload: str, retain: bool = False) -> None:
         """One message at QoS 1 through mosquitto_pub."""
         args = [MOSQUITTO_PUB, "-h", HOST, "-p", str(self.port), "-q", "1", "-t", topic, "-m", payload]
