@@ -33,7 +33,7 @@ def measure(ctx: dict, rooms: int, instances: int) -> dict:
     work, tools, interval, window = ctx["work"], ctx["tools"], ctx["interval"], ctx["window"]
     config = harness.write_config(work / f"cluster-{rooms}.yaml", rooms, interval)
     label = f"{instances}x{rooms // instances}"
-    broker = harness.Broker(work, f"{label}-broker", extra="max_queued_messages 0\n")
+    broker = harness.start_broker(work, f"{label}-broker", extra="max_queued_messages 0\n")
     bridges = []
     try:
         for index in range(instances):
@@ -146,7 +146,7 @@ def main() -> int:
             harness.log(f"--- {instances} instance(s), {rooms:,} rooms (load average {os.getloadavg()[0]:.2f})")
             results.append(measure(ctx, rooms, instances))
     finally:
-        harness.Proc.stop_all()
+        harness.bridgetest.stop_all()
         shutil.rmtree(work, ignore_errors=True)
     report = {
         "command": " ".join(["python3", "bench/cluster.py", *sys.argv[1:]]),

@@ -5,17 +5,15 @@ after 50 ms. Measures the achieved poll interval per room, the bridge's CPU and 
     python3 bench/rest_poll.py [--rooms 1000] [--latency 0.05] [--interval 5] [--concurrency 16] [--seconds 30]
 
 Starts its own mosquitto and upstream on free loopback ports and the bridge binary given by BRIDGE
-(default .build/release/smarthome-bridge, else .build/debug/smarthome-bridge).
+(default .build/release/smarthome-bridge, else .build/debug/smarthome-bridge), through
+Tests/support/bridgetest.py.
 """
-import argparse, http.server, json, os, re, shutil, socket, statistics, subprocess, sys, tempfile, threading, time
+import argparse, http.server, json, os, re, shutil, statistics, sys, tempfile, threading, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.join(ROOT, "Tests", "support"))
+import bridgetest  # noqa: E402  (Tests/support/bridgetest.py: ports, processes, mosquitto, the bridge)
+from bridgetest import free_port  # noqa: E402
 
 
 def main():
@@ -65,19 +63,13 @@ def main():
     config = f"{work}/bridge.yaml"
     open(config, "w").write("homeassistant:\n  discovery: false\nusers:\n" + "".join(users))
 
-    mqtt_port = free_port()
-    open(f"{work}/mosquitto.conf", "w").write(f"listener {mqtt_port} 127.0.0.1\nallow_anonymous true\nset_tcp_nodelay true\n")
-    broker = subprocess.Popen(["/usr/sbin/mosquitto", "-c", f"{work}/mosquitto.conf"], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
-    time.sleep(0.3)
-    env = dict(os.environ, SMARTHOME_MQTT_URL=f"mqtt://127.0.0.1:{mqtt_port}", SMARTHOME_HTTP_PORT=str(free_port()),
-               SMARTHOME_STORAGE_PATH=f"{work}/bridge.sqlite", SMARTHOME_SOURCE_KIND="rest",
-               SMARTHOME_SOURCE_BASE_URL=f"http://127.0.0.1:{upstream.server_address[1]}",
-               SMARTHOME_SOURCE_INTERVAL=str(args.interval), SMARTHOME_SOURCE_CONCURRENCY=str(args.concurrency),
-               SMARTHOME_SOURCE_TIMEOUT="2", SMARTHOME_LOG_LEVEL="warning")
-    process = subprocess.Popen([bridge, "--config", config], env=env, stdout=open(f"{work}/bridge.log", "w"),
-                               stderr=subprocess.STDOUT)
+    broker = bridgetest.Broker(f"{work}/mosquitto", extra="set_tcp_nodelay true\n")
+    process = bridgetest.Bridge(f"{work}/bridge", broker, config, binary=bridge, env={
+        "SMARTHOME_SOURCE_KIND": "rest", "SMARTHOME_SOURCE_BASE_URL": f"http://127.0.0.1:{upstream.server_address[1]}",
+        "SMARTHOME_SOURCE_INTERVAL": str(args.interval), "SMARTHOME_SOURCE_CONCURRENCY": str(args.concurrency),
+        "SMARTHOME_SOURCE_TIMEOUT": "2", "SMARTHOME_LOG_LEVEL": "warning"})
     try:
+        process.start()
         time.sleep(args.interval + 2)  # warm up: every room polled at least once
 
         def cpu():
@@ -89,9 +81,8 @@ def main():
         end, cpu1 = time.monotonic(), cpu()
         rss = next(int(l.split()[1]) for l in open(f"/proc/{process.pid}/status") if l.startswith("VmRSS")) / 1024
     finally:
-        process.terminate()
-        process.wait(10)
-        broker.terminate()
+        process.stop()
+        broker.stop()
         upstream.shutdown()
 
     gaps, counts = [], []

@@ -25,18 +25,19 @@ import platform
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.error
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "Tests" / "support"))
+import bridgetest  # noqa: E402  (Tests/support/bridgetest.py: ports, processes, mosquitto, the bridge)
+from bridgetest import ROOT, free_port, wait_for_port  # noqa: E402
+
 BENCH = ROOT / "bench"
 RESULTS = BENCH / "results"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -93,72 +94,12 @@ def log(message: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Processes, ports, /proc
+# Processes (bridgetest.Process), /proc
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for_port(port: int, timeout: float, proc: "Proc | None" = None) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None and proc.popen.poll() is not None:
-            raise RuntimeError(f"{proc.name} exited with {proc.popen.returncode}: {proc.tail()}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.01)
-    raise RuntimeError(f"nothing listening on 127.0.0.1:{port} after {timeout} s")
-
-
-class Proc:
-    """A child process in its own session, its output in a log file; stopped by its own pid."""
-
-    live: list["Proc"] = []
-
-    def __init__(self, name: str, argv: list[str], workdir: Path, env: dict | None = None, stdout_pipe: bool = False):
-        self.name = name
-        self.log_path = workdir / f"{name}.log"
-        self.log_file = open(self.log_path, "wb")
-        self.popen = subprocess.Popen(
-            argv, env=env, cwd=workdir, start_new_session=True,
-            stdout=subprocess.PIPE if stdout_pipe else self.log_file, stderr=self.log_file,
-        )
-        self.pid = self.popen.pid
-        Proc.live.append(self)
-
-    def tail(self, lines: int = 15) -> str:
-        try:
-            self.log_file.flush()
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-    def stop(self, timeout: float = 15) -> int | None:
-        if self.popen.poll() is None:
-            try:
-                os.kill(self.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            try:
-                self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                log(f"{self.name} (pid {self.pid}) ignored SIGTERM for {timeout} s; killing it")
-                os.kill(self.pid, signal.SIGKILL)
-                self.popen.wait()
-        self.log_file.close()
-        if self in Proc.live:
-            Proc.live.remove(self)
-        return self.popen.returncode
-
-    @classmethod
-    def stop_all(cls) -> None:
-        for proc in list(reversed(cls.live)):
-            proc.stop(timeout=5)
+def start_tool(name: str, argv: list[str], workdir: Path) -> bridgetest.Process:
+    """One of the C programs (or any helper) in its own session, its output in workdir/NAME.log."""
+    return bridgetest.Process(name, argv, workdir / f"{name}.log", cwd=workdir)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -274,96 +215,44 @@ class Tools:
         return str(self.bin_dir / name)
 
 
-class Broker:
-    """A private mosquitto on a free loopback port."""
-
-    def __init__(self, workdir: Path, name: str = "mosquitto", extra: str = ""):
-        self.dir = workdir / name
-        self.dir.mkdir(parents=True, exist_ok=True)
-        executable = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
-        for _ in range(5):
-            self.port = free_port()
-            conf = self.dir / "mosquitto.conf"
-            conf.write_text(
-                f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
-                f"set_tcp_nodelay true\nlog_dest stderr\nlog_type error\nlog_type warning\n{extra}"
-            )
-            self.proc = Proc(name, [executable, "-c", str(conf)], self.dir)
-            try:
-                wait_for_port(self.port, 5, self.proc)
-                return
-            except RuntimeError as error:
-                self.proc.stop()
-                last = error
-        raise RuntimeError(f"mosquitto did not start: {last}")
-
-    def stop(self) -> None:
-        self.proc.stop()
+def start_broker(workdir: Path, name: str = "mosquitto", extra: str = "") -> bridgetest.Broker:
+    """A private mosquitto on a free loopback port, in workdir/NAME, with TCP_NODELAY."""
+    return bridgetest.Broker(workdir / name, extra="set_tcp_nodelay true\n" + extra)
 
 
 def http_get(url: str, headers: dict | None = None, timeout: float = 5) -> tuple[int, bytes]:
-    request = urllib.request.Request(url, headers=headers or {})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read()
+    status, _, body = bridgetest.http_get(url, headers, timeout)
+    return status, body
 
 
-class Bridge:
-    """The bridge in release mode on `config`, connected to `broker`, with its own storage and port."""
+# What every benchmark's bridge runs with, on top of bridgetest's broker, HTTP port and storage.
+BRIDGE_ENV = {
+    "SMARTHOME_HTTP_BIND": "127.0.0.1",
+    "SMARTHOME_HTTP_LEGACY_ROUTES": "true",
+    "SMARTHOME_LOG_LEVEL": "warning",
+    "SMARTHOME_SOURCE_SEED": "42",
+}
 
-    def __init__(self, binary: str, config: Path, broker: Broker, workdir: Path, name: str = "bridge",
+
+class Bridge(bridgetest.Bridge):
+    """The bridge in release mode on `config`, connected to `broker`, in workdir/NAME; started
+    here, ready once /healthz says MQTT is connected."""
+
+    def __init__(self, binary: str, config: Path, broker: bridgetest.Broker, workdir: Path, name: str = "bridge",
                  env: dict | None = None, ready_timeout: float = 120):
-        self.dir = workdir / name
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.http_port = free_port()
-        environment = dict(os.environ)
-        for key in [k for k in environment if k.startswith("SMARTHOME_")]:
-            del environment[key]
-        environment.update({
-            "SMARTHOME_MQTT_URL": f"mqtt://127.0.0.1:{broker.port}",
-            "SMARTHOME_HTTP_BIND": "127.0.0.1",
-            "SMARTHOME_HTTP_PORT": str(self.http_port),
-            "SMARTHOME_HTTP_LEGACY_ROUTES": "true",
-            "SMARTHOME_STORAGE_PATH": str(self.dir / "bridge.sqlite"),
-            "SMARTHOME_LOG_LEVEL": "warning",
-            "SMARTHOME_SOURCE_SEED": "42",
-        })
-        environment.update(env or {})
-        self.env = environment
-        started = time.monotonic()
-        self.proc = Proc(name, [binary, "--config", str(config)], self.dir, env=environment)
-        self.pid = self.proc.pid
-        deadline = started + ready_timeout
-        try:
-            self._wait_ready(broker, deadline, ready_timeout)
-        except BaseException:
-            self.proc.stop()
-            raise
-        self.ready_seconds = time.monotonic() - started
+        super().__init__(workdir / name, broker, config, env={**BRIDGE_ENV, **(env or {})}, binary=binary)
 
-    def _wait_ready(self, broker: Broker, deadline: float, ready_timeout: float) -> None:
-        while True:
-            if self.proc.popen.poll() is not None:
-                raise RuntimeError(f"bridge exited with {self.proc.popen.returncode}:\n{self.proc.tail()}")
-            if broker.proc.popen.poll() is not None:
-                raise RuntimeError(f"the benchmark's mosquitto exited ({broker.proc.popen.returncode}) "
-                                   f"while the bridge was starting: {broker.proc.tail()}")
-            try:
-                status, body = http_get(f"http://127.0.0.1:{self.http_port}/healthz", timeout=2)
-                if status == 200 and b'"connected"' in body:
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"bridge not ready (healthz) after {ready_timeout} s:\n{self.proc.tail()}")
-            time.sleep(0.02)
+        def connected() -> bool:
+            answer = self.healthz(timeout=2)
+            return answer is not None and answer[0] == 200 and b'"connected"' in answer[1]
+
+        self.start(ready=connected, timeout=ready_timeout, interval=0.02, message="the bridge's /healthz connected")
 
     def stop(self) -> None:
-        code = self.proc.stop(timeout=20)
-        if code not in (0, -signal.SIGTERM, None):
-            log(f"{self.proc.name} exited with {code}: {self.proc.tail(5)}")
+        name, path = self.name, self.log_path
+        super().stop(timeout=20, log=log)
+        if self.exit_status not in (0, -signal.SIGTERM, None):
+            log(f"{name} exited with {self.exit_status}: {bridgetest.tail(path, 5)}")
 
 
 def demo_password_hash() -> str:
@@ -474,20 +363,20 @@ def bench_publish(ctx: dict) -> dict:
         runs = {"reference": [], "bridge": []}
         for repeat in range(p["publish_repeats"]):
             for kind in ("reference", "bridge"):
-                broker = Broker(work, f"publish-q{qos}-{kind}-{repeat}-broker")
+                broker = start_broker(work, f"publish-q{qos}-{kind}-{repeat}-broker")
                 proc = bridge = None
                 try:
                     if kind == "reference":
-                        proc = Proc(f"publish-q{qos}-ref-{repeat}",
-                                    [tools["mqtt_ref_pub"], "-p", str(broker.port), "-q", str(qos), "-u", str(users),
-                                     "-r", str(per_user), "-i", "100", "-W", "1000"], work)
+                        proc = start_tool(f"publish-q{qos}-ref-{repeat}",
+                                          [tools["mqtt_ref_pub"], "-p", str(broker.port), "-q", str(qos), "-u", str(users),
+                                           "-r", str(per_user), "-i", "100", "-W", "1000"], work)
                         pid = proc.pid
                     else:
                         bridge = Bridge(ctx["binary"], config, broker, work, f"publish-q{qos}-bridge-{repeat}",
                                         env={"SMARTHOME_SOURCE_INTERVAL": "0", "SMARTHOME_MQTT_QOS": str(qos)})
                         pid = bridge.pid
-                    samplers = [Sampler(pid), Sampler(broker.proc.pid)]
-                    database = bridge.dir / "bridge.sqlite" if bridge is not None else None
+                    samplers = [Sampler(pid), Sampler(broker.process.pid)]
+                    database = bridge.database if bridge is not None else None
                     counted = run_counter(tools, broker.port, qos, p["publish_warmup"], p["publish_window"], samplers,
                                           database=database)
                     run = {
@@ -536,9 +425,9 @@ def bench_rtt(ctx: dict) -> dict:
     p, tools, work = ctx["profile"], ctx["tools"], ctx["work"]
     argv_tail = ["-t", "smarthome/1/kitchen", "-n", str(p["rtt_iterations"]), "-w", str(p["rtt_warmup"]), "-q", "1"]
     out = {"iterations": p["rtt_iterations"]}
-    broker = Broker(work, "rtt-broker")
+    broker = start_broker(work, "rtt-broker")
     try:
-        echo = Proc("rtt-echo", [tools["mqtt_echo"], "-p", str(broker.port), "-q", "1"], work)
+        echo = start_tool("rtt-echo", [tools["mqtt_echo"], "-p", str(broker.port), "-q", "1"], work)
         time.sleep(0.3)
         try:
             result = subprocess.run([tools["mqtt_rtt"], "-p", str(broker.port), *argv_tail],
@@ -626,11 +515,11 @@ def bench_http(ctx: dict) -> dict:
     p, tools, work = ctx["profile"], ctx["tools"], ctx["work"]
     duration, connections = p["http_duration"], p["http_connections"]
     out = {"connections": connections, "duration_s": duration, "routes": {}, "trivial": []}
-    broker = Broker(work, "http-broker")
+    broker = start_broker(work, "http-broker")
     trivial_port = free_port()
-    trivial = Proc("http-trivial", [tools["mhd_trivial"], "-p", str(trivial_port), "-n", "4"], work)
+    trivial = start_tool("http-trivial", [tools["mhd_trivial"], "-p", str(trivial_port), "-n", "4"], work)
     try:
-        wait_for_port(trivial_port, 5, trivial)
+        wait_for_port(trivial_port, 5, trivial.popen, trivial.name, trivial.log_path)
         bridge = Bridge(ctx["binary"], DEMO_CONFIG, broker, work, "http-bridge")
         try:
             base = f"http://127.0.0.1:{bridge.http_port}"
@@ -693,7 +582,7 @@ def bench_scale(ctx: dict) -> dict:
     idle = {"cpu_pct": 0.0, "rss_max_mib": 0.0, "measured": False}
     if p["scale_idle"]:
         config = write_config(work / "scale-idle.yaml", 16, 86400)
-        broker = Broker(work, "scale-idle-broker")
+        broker = start_broker(work, "scale-idle-broker")
         try:
             bridge = Bridge(ctx["binary"], config, broker, work, "scale-idle-bridge")
             try:
@@ -713,7 +602,7 @@ def bench_scale(ctx: dict) -> dict:
     for rooms, label, env in cases:
         config = write_config(work / f"scale-{rooms}.yaml", rooms, interval)
         # No per-client queue limit, so a burst of 10,000 rooms reaches the counter whole.
-        broker = Broker(work, f"scale-{label}-broker", extra="max_queued_messages 0\n")
+        broker = start_broker(work, f"scale-{label}-broker", extra="max_queued_messages 0\n")
         try:
             bridge = Bridge(ctx["binary"], config, broker, work, f"scale-{label}-bridge", env=env)
             try:
@@ -723,7 +612,7 @@ def bench_scale(ctx: dict) -> dict:
                 # configs) and the first tick pass.
                 counted = run_counter(tools, broker.port, 1, interval + 2.0, p["scale_window"], [sampler],
                                       quiet=min(1.0, interval / 4), max_wait=6 * interval,
-                                      database=bridge.dir / "bridge.sqlite")
+                                      database=bridge.database)
                 usage = counted["usage"][0]
                 readings, messages = counted["readings"], counted["messages"]
                 run = {
@@ -773,17 +662,10 @@ def bench_scale(ctx: dict) -> dict:
 
 def bench_startup(ctx: dict) -> dict:
     p, tools, work = ctx["profile"], ctx["tools"], ctx["work"]
-    broker = Broker(work, "startup-broker")
+    broker = start_broker(work, "startup-broker")
     storage = work / "startup-storage"
     storage.mkdir(exist_ok=True)
-    env = dict(os.environ)
-    for key in [k for k in env if k.startswith("SMARTHOME_")]:
-        del env[key]
-    env.update({
-        "SMARTHOME_MQTT_URL": f"mqtt://127.0.0.1:{broker.port}",
-        "SMARTHOME_STORAGE_PATH": str(storage / "bridge.sqlite"),
-        "SMARTHOME_LOG_LEVEL": "warning",
-    })
+    env = bridgetest.bridge_environment(broker, 0, storage / "bridge.sqlite", {"SMARTHOME_LOG_LEVEL": "warning"})
     runs = []
     try:
         for index in range(p["startup_runs"]):
@@ -1011,20 +893,20 @@ def main() -> int:
                     results["benchmarks"][name]["loadavg_1m_after"] = os.getloadavg()[0]
                     break
                 except Exception as error:  # on a shared machine a broker can die: retry once, then report
-                    Proc.stop_all()
+                    bridgetest.stop_all()
                     log(f"{name} failed (attempt {attempt}): {error}")
                     if attempt == 2:
                         failed.append(name)
                         results.setdefault("errors", {})[name] = str(error)
                 finally:
-                    Proc.stop_all()
+                    bridgetest.stop_all()
             log(f"{name} took {time.monotonic() - t0:.0f} s")
     except KeyboardInterrupt:
         log("interrupted")
-        Proc.stop_all()
+        bridgetest.stop_all()
         return 130
     finally:
-        Proc.stop_all()
+        bridgetest.stop_all()
         if args.keep:
             log(f"kept {work}")
         else:

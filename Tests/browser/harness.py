@@ -11,79 +11,28 @@ import json
 import os
 import queue
 import re
-import shutil
-import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-BRIDGE = Path(os.environ.get("BRIDGE", ROOT / ".build/debug/smarthome-bridge"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
+import bridgetest  # noqa: E402  (Tests/support/bridgetest.py: ports, processes, mosquitto, the bridge)
+from bridgetest import ROOT, wait_until  # noqa: E402,F401  (wait_until: for the tests)
+
 WEB_ROOT = ROOT / "web"
 ARTIFACTS = Path(os.environ.get("ARTIFACTS", ROOT / "Tests/browser/artifacts"))
-MOSQUITTO = next((p for p in ("/usr/sbin/mosquitto", "/usr/local/sbin/mosquitto", "/usr/bin/mosquitto")
-                  if os.access(p, os.X_OK)), "mosquitto")
 
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_until(predicate, timeout, interval=0.05, message="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout} s waiting for {message}")
-
-
-def accepting(port):
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-            return True
-    except OSError:
-        return False
-
-
-class Broker:
-    """mosquitto on a free loopback port, no persistence, anonymous clients allowed."""
-
-    def __init__(self, directory):
-        self.directory = Path(directory)
-        self.port = free_port()
-        config = self.directory / "mosquitto.conf"
-        config.write_text(f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
-                          "log_dest stderr\nlog_type error\nlog_type warning\n")
-        self.log = open(self.directory / "mosquitto.log", "wb")
-        self.process = _spawn([MOSQUITTO, "-c", str(config)], stdout=self.log, stderr=subprocess.STDOUT)
-        wait_until(lambda: accepting(self.port) or self.process.poll() is not None, 10, message="mosquitto")
-        if self.process.poll() is not None:
-            raise RuntimeError(f"mosquitto did not start on port {self.port}")
-
-    @property
-    def url(self):
-        return f"mqtt://127.0.0.1:{self.port}"
-
-    def publish(self, topic, payload):
-        subprocess.run(["mosquitto_pub", "-h", "127.0.0.1", "-p", str(self.port), "-q", "1", "-t", topic, "-m", payload],
-                       check=True, timeout=10)
+class Broker(bridgetest.Broker):
+    """bridgetest's mosquitto, with subscribers for the tests."""
 
     def subscribe(self, *topics):
         return Subscriber(self.port, topics)
-
-    def stop(self):
-        stop_process(self.process)
-        self.log.close()
 
 
 class Subscriber:
@@ -93,7 +42,7 @@ class Subscriber:
         args = ["mosquitto_sub", "-h", "127.0.0.1", "-p", str(port), "-v", "-q", "1"]
         for topic in topics:
             args += ["-t", topic]
-        self.process = _spawn(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
+        self.process = bridgetest.spawn(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
         self.lines = queue.Queue()
         self.seen = []
         threading.Thread(target=self._read, daemon=True).start()
@@ -118,7 +67,7 @@ class Subscriber:
                 return line
 
     def close(self):
-        stop_process(self.process)
+        bridgetest.stop_process(self.process)
 
 
 class RawPublisher:
@@ -165,55 +114,21 @@ class RawPublisher:
             self.sock.close()
 
 
-class Bridge:
-    """The bridge binary on the demo config (plus a room only user 2 has), with its own database."""
+class Bridge(bridgetest.Bridge):
+    """The bridge binary on the demo config (plus a room only user 2 has), with its own database,
+    serving web/; started here."""
 
     def __init__(self, directory, broker):
-        self.directory = Path(directory)
-        self.port = free_port()
-        self.config = self.directory / "bridge.yaml"
+        config = Path(directory) / "bridge.yaml"
         demo = (ROOT / "config/bridge.yaml").read_text()
         # User 2 (Mehmet) gets a room user 1 doesn't have, to show the page never shows it to user 1.
         changed, count = re.subn(r"(username: Mehmet\n(?:.*\n)*?\s*rooms: \[[^\]]*)\]", r"\1, Attic]", demo, count=1)
         if count != 1:
             raise RuntimeError("config/bridge.yaml: Mehmet's rooms list not found")
-        self.config.write_text(changed)
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("SMARTHOME_")}
-        self.env.update({
-            "SMARTHOME_MQTT_URL": broker.url,
-            "SMARTHOME_HTTP_PORT": str(self.port),
-            "SMARTHOME_STORAGE_PATH": str(self.directory / "bridge.sqlite"),
-            "SMARTHOME_HTTP_WEB_ROOT": str(WEB_ROOT),
-            "SMARTHOME_SOURCE_INTERVAL": "1",
-        })
-        self.log_path = self.directory / "bridge.log"
-        self.process = None
+        config.write_text(changed)
+        super().__init__(directory, broker, config,
+                         env={"SMARTHOME_HTTP_WEB_ROOT": str(WEB_ROOT), "SMARTHOME_SOURCE_INTERVAL": "1"})
         self.start()
-
-    @property
-    def base(self):
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self):
-        self.log = open(self.log_path, "ab")
-        self.process = _spawn([str(BRIDGE), "--config", str(self.config)], env=self.env,
-                                        stdout=self.log, stderr=subprocess.STDOUT, cwd=self.directory)
-        wait_until(lambda: self.healthy() or self.process.poll() is not None, 20, 0.05, "the bridge's /healthz")
-        if self.process.poll() is not None:
-            raise RuntimeError(f"the bridge exited at start; log:\n{self.log_path.read_text()[-3000:]}")
-
-    def healthy(self):
-        try:
-            with urllib.request.urlopen(f"{self.base}/healthz", timeout=1) as response:
-                return response.status == 200
-        except (OSError, urllib.error.URLError):
-            return False
-
-    def stop(self):
-        if self.process:
-            stop_process(self.process)
-            self.process = None
-            self.log.close()
 
     def api(self, method, path, body=None, token=None):
         """(status, JSON or None) of one API request."""
@@ -232,49 +147,21 @@ class Bridge:
             return error.code, json.loads(raw) if raw else None
 
 
-_started = []
-
-
-def _spawn(*args, **kwargs):
-    """Popen, remembered so that an interrupted run still stops what it started."""
-    process = subprocess.Popen(*args, **kwargs)
-    _started.append(process)
-    return process
-
-
 _browsers = []
 
 
-@atexit.register
-def _stop_everything():
+@atexit.register  # registered after bridgetest's: runs first, before the bridge and broker stop
+def _quit_browsers():
     for driver in _browsers:
         try:
             driver.quit()
         except Exception:  # already gone
             pass
-    for process in reversed(_started):
-        stop_process(process, timeout=5)
 
 
-def _interrupt(*_):
-    raise KeyboardInterrupt("SIGTERM")
-
-
-# SIGTERM (a CI timeout, kill) interrupts the run like Ctrl-C; the atexit handler above then stops
-# the browser, the bridge and the broker.
-signal.signal(signal.SIGTERM, _interrupt)
-
-
-def stop_process(process, timeout=10):
-    if process in _started:
-        _started.remove(process)
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
+# SIGTERM (a CI timeout, kill) interrupts the run like Ctrl-C; the atexit handlers then stop the
+# browser, the bridge and the broker.
+bridgetest.interrupt_on_sigterm()
 
 
 # ---- the browser ---------------------------------------------------------------------------
@@ -335,20 +222,3 @@ def screenshot(driver, path, width, height, mobile):
     finally:
         driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
         time.sleep(0.2)
-
-
-def temporary_directory(name):
-    return tempfile.mkdtemp(prefix=f"smarthome-browser-{name}-")
-
-
-def copy_logs(directory, destination):
-    """The bridge's and the broker's logs, for a person looking into a failure."""
-    destination.mkdir(parents=True, exist_ok=True)
-    for name in ("bridge.log", "mosquitto.log"):
-        source = Path(directory) / name
-        if source.exists():
-            shutil.copyfile(source, destination / name)
-
-
-def remove_directory(path):
-    shutil.rmtree(path, ignore_errors=True)

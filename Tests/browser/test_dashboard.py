@@ -19,7 +19,8 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
 sys.dont_write_bytecode = True  # no __pycache__ in the repository
-import harness  # noqa: E402
+import harness  # noqa: E402  (it puts Tests/support on sys.path)
+import bridgetest  # noqa: E402
 from harness import ARTIFACTS, DESKTOP, PHONE
 
 USER1_ROOMS = ["Livingroom", "Bathroom", "Bedroom", "Kitchen", "Garden", "Saloon", "Babyroom", "Balcony"]
@@ -36,9 +37,9 @@ class Dashboard(unittest.TestCase):
     def setUpClass(cls):
         # Class cleanups run last-in first-out, and also when a later step here fails.
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        cls.directory = harness.temporary_directory("run")
-        cls.addClassCleanup(harness.remove_directory, cls.directory)
-        cls.addClassCleanup(harness.copy_logs, cls.directory, ARTIFACTS)
+        cls.directory = bridgetest.temporary_directory("browser-run")
+        cls.addClassCleanup(bridgetest.remove_directory, cls.directory)
+        cls.addClassCleanup(bridgetest.copy_logs, cls.directory, ARTIFACTS)
         cls.broker = harness.Broker(cls.directory)
         cls.addClassCleanup(cls.broker.stop)
         cls.bridge = harness.Bridge(cls.directory, cls.broker)

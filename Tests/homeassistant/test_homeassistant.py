@@ -5,11 +5,12 @@
 Starts its own mosquitto, a headless Home Assistant (`hass --skip-pip` from the virtualenv that
 setup_venv.sh builds, with a minimal configuration.yaml in a fresh directory), onboards it through
 its REST API, adds the MQTT integration through the config-flow API, then runs the bridge on the
-demo config and checks what Home Assistant makes of it. Standard library only.
+demo config and checks what Home Assistant makes of it. Standard library only, and the helpers
+Tests/support/bridgetest.py shares with the other Python tests (ports, processes, mosquitto, the bridge).
 
 Environment: HA_VENV (default .build/ha-venv), BRIDGE (default .build/debug/smarthome-bridge),
 BRIDGE_CONFIG (default config/bridge.yaml), HA_TEST_KEEP=1 keeps the work directory,
-MOSQUITTO (default /usr/sbin/mosquitto), MOSQUITTO_SUB / MOSQUITTO_PUB.
+MOSQUITTO (default /usr/sbin/mosquitto, where it is), MOSQUITTO_SUB / MOSQUITTO_PUB.
 
 Prints one line per test and, last, `N passed, N failed`; exits 1 when any test failed.
 Every wait has a timeout and every process it starts is stopped at the end.
@@ -27,7 +28,6 @@ import socket
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -35,14 +35,14 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import bridgetest  # noqa: E402  (Tests/support/bridgetest.py: ports, processes, mosquitto, the bridge)
+from bridgetest import HOST, spawn, stop_process  # noqa: E402
+
+ROOT = str(bridgetest.ROOT)
 VENV = os.environ.get("HA_VENV") or os.path.join(ROOT, ".build", "ha-venv")
-BRIDGE = os.environ.get("BRIDGE") or os.path.join(ROOT, ".build", "debug", "smarthome-bridge")
 BRIDGE_CONFIG = os.environ.get("BRIDGE_CONFIG") or os.path.join(ROOT, "config", "bridge.yaml")
-MOSQUITTO = os.environ.get("MOSQUITTO") or "/usr/sbin/mosquitto"
 MOSQUITTO_SUB = os.environ.get("MOSQUITTO_SUB") or "mosquitto_sub"
-MOSQUITTO_PUB = os.environ.get("MOSQUITTO_PUB") or "mosquitto_pub"
-HOST = "127.0.0.1"
 BASE = "smarthome"
 PREFIX = "homeassistant"
 # The demo config's first user's password (config/bridge.yaml says so): to ask the bridge's own
@@ -63,25 +63,6 @@ def log(*parts: object) -> None:
     print(*parts, flush=True)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port: int, timeout: float, proc: subprocess.Popen | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"{proc.args[0]} exited with {proc.returncode} before listening on {port}")
-        try:
-            with socket.create_connection((HOST, port), timeout=1):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise AssertionError(f"nothing listens on {HOST}:{port} after {timeout}s")
-
-
 class HTTPFailure(AssertionError):
     """An HTTP error answer: a failure when it lasts, a retry inside wait_for."""
 
@@ -89,71 +70,36 @@ class HTTPFailure(AssertionError):
 def wait_for(what: str, check, timeout: float, interval: float = 0.5):
     """Calls check() until it returns a true value or an empty problem list; raises with the last
     problems after timeout seconds. check returns (ok, detail) or a list of problems."""
-    deadline = time.monotonic() + timeout
     last = None
-    while True:
+
+    def attempt():
+        nonlocal last
         try:
             result = check()
         except (OSError, urllib.error.URLError, ValueError, KeyError, HTTPFailure) as exc:  # not up yet
             result = [f"{type(exc).__name__}: {exc}"]
         if isinstance(result, list):
             if not result:
-                return None
+                return (None,)
             last = result
-        elif result:
-            return result
-        if time.monotonic() >= deadline:
-            if isinstance(last, list):
-                more = f" (and {len(last) - 12} more)" if len(last) > 12 else ""
-                raise AssertionError(f"{what}: still not so after {timeout}s:\n    " + "\n    ".join(map(str, last[:12])) + more)
-            raise AssertionError(f"{what}: still not so after {timeout}s")
-        time.sleep(interval)
+            return None
+        return (result,) if result else None
 
-
-SETPRIV = shutil.which("setpriv")
-
-
-def spawn(args: list[str], **kwargs) -> subprocess.Popen:
-    """Popen in its own process group, killed by the kernel (setpriv --pdeathsig) should this
-    harness die without stopping it: a killed test run leaves no hass or broker behind."""
-    prefix = [SETPRIV, "--pdeathsig", "KILL", "--"] if SETPRIV else []
-    return subprocess.Popen(prefix + args, start_new_session=True, **kwargs)
+    done = bridgetest.poll(attempt, timeout, interval)
+    if done:
+        return done[0]
+    if isinstance(last, list):
+        more = f" (and {len(last) - 12} more)" if len(last) > 12 else ""
+        raise AssertionError(f"{what}: still not so after {timeout}s:\n    " + "\n    ".join(map(str, last[:12])) + more)
+    raise AssertionError(f"{what}: still not so after {timeout}s")
 
 
 class TimedOut(BaseException):
     """SIGTERM (run.sh's timeout): stop the tests, clean up, report."""
 
 
-def stop_process(proc: subprocess.Popen | None, sig: int = signal.SIGTERM, timeout: float = 15) -> float:
-    """Sends sig to the process group, waits up to timeout, then SIGKILLs it. Returns seconds."""
-    if proc is None or proc.poll() is not None:
-        return 0.0
-    start = time.monotonic()
-    try:
-        os.killpg(proc.pid, sig)
-    except ProcessLookupError:
-        pass
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        log(f"    {os.path.basename(str(proc.args[0]))} (pid {proc.pid}) ignored signal {sig} for {timeout}s: SIGKILL")
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(10)
-    return time.monotonic() - start
-
-
 def tail(path: str, lines: int = 30, pattern: str | None = None) -> str:
-    try:
-        with open(path, errors="replace") as f:
-            text = f.read().splitlines()
-    except OSError:
-        return "(no log)"
-    if pattern:
-        text = [line for line in text if re.search(pattern, line)]
-    return "\n".join("      " + line[:400] for line in text[-lines:])
+    return bridgetest.tail(path, lines, pattern, indent="      ")
 
 
 # --- the demo config ----------------------------------------------------------------------------
@@ -247,33 +193,16 @@ def config_without_room(src: str, dst: str, user_id: str, room: str) -> None:
 # --- mosquitto ----------------------------------------------------------------------------------
 
 
-class Broker:
-    def __init__(self, workdir: str):
-        self.port = free_port()
-        self.dir = os.path.join(workdir, "mosquitto")
-        os.makedirs(self.dir)
-        self.conf = os.path.join(self.dir, "mosquitto.conf")
-        self.log = os.path.join(self.dir, "mosquitto.log")
-        with open(self.conf, "w") as f:
-            f.write(f"listener {self.port} {HOST}\nallow_anonymous true\npersistence false\n"
-                    f"log_dest file {self.log}\nlog_type error\nlog_type warning\nlog_type notice\n")
-        self.proc = spawn([MOSQUITTO, "-c", self.conf], stdout=subprocess.DEVNULL,
-                          stderr=open(self.log + ".stderr", "w"))
-        wait_port(self.port, 10, self.proc)
-
-    def publish(self, topic: str, payload: str, retain: bool = False) -> None:
-        args = [MOSQUITTO_PUB, "-h", HOST, "-p", str(self.port), "-q", "1", "-t", topic, "-m", payload]
-        subprocess.run(args + (["-r"] if retain else []), check=True, timeout=10)
-
-    def stop(self) -> None:
-        stop_process(self.proc)
+def start_broker(workdir: str) -> bridgetest.Broker:
+    """mosquitto (anonymous, loopback) in workdir/mosquitto, logging notices too."""
+    return bridgetest.Broker(os.path.join(workdir, "mosquitto"), log_types=("error", "warning", "notice"))
 
 
 class Watch:
     """Every message under the bridge's base topic and the discovery prefix, as mosquitto_sub
     sees them, with arrival times."""
 
-    def __init__(self, broker: Broker):
+    def __init__(self, broker: bridgetest.Broker):
         self.lock = threading.Lock()
         self.messages: list[tuple[float, str, str, bool]] = []  # (time, topic, payload, retained)
         self.latest: dict[str, str] = {}
@@ -397,8 +326,8 @@ class WebSocket:
 
 
 class HomeAssistant:
-    def __init__(self, workdir: str, broker: Broker):
-        self.port = free_port()
+    def __init__(self, workdir: str, broker: bridgetest.Broker):
+        self.port = bridgetest.free_port()
         self.broker = broker
         self.dir = os.path.join(workdir, "ha-config")
         os.makedirs(self.dir)
@@ -460,7 +389,7 @@ logger:
         return self.logs[-1] if self.logs else os.path.join(self.dir, "home-assistant-1.log")
 
     def stop(self) -> float:
-        return stop_process(self.proc, signal.SIGTERM, HA_STOP_TIMEOUT)
+        return stop_process(self.proc, HA_STOP_TIMEOUT, signal.SIGTERM, log=log)
 
     # REST
 
@@ -552,42 +481,33 @@ logger:
 # --- the bridge ---------------------------------------------------------------------------------
 
 
-class Bridge:
-    def __init__(self, workdir: str, broker: Broker, watch: Watch):
-        self.broker, self.watch = broker, watch
-        self.dir = os.path.join(workdir, "bridge")
-        os.makedirs(self.dir)
-        self.log = os.path.join(self.dir, "bridge.log")
-        self.http_port = free_port()
-        self.proc: subprocess.Popen | None = None
-        self.config = os.path.join(self.dir, "bridge.yaml")
-        shutil.copy(BRIDGE_CONFIG, self.config)
+class Bridge(bridgetest.Bridge):
+    """The bridge on a copy of BRIDGE_CONFIG in workdir/bridge, ready once it publishes
+    bridge/state online (as `watch` sees it)."""
+
+    def __init__(self, workdir: str, broker: bridgetest.Broker, watch: Watch):
+        directory = os.path.join(workdir, "bridge")
+        os.makedirs(directory)
+        config = os.path.join(directory, "bridge.yaml")
+        shutil.copy(BRIDGE_CONFIG, config)
+        super().__init__(directory, broker, config,
+                         env={"SMARTHOME_SOURCE_INTERVAL": "1", "SMARTHOME_SOURCE_SEED": "7"})
+        self.watch = watch
+        self.log = str(self.log_path)
 
     def start(self, config: str | None = None) -> float:
-        assert os.access(BRIDGE, os.X_OK), f"{BRIDGE} missing: swift build first"
-        env = dict(os.environ,
-                   SMARTHOME_MQTT_URL=f"mqtt://{HOST}:{self.broker.port}",
-                   SMARTHOME_HTTP_PORT=str(self.http_port),
-                   SMARTHOME_STORAGE_PATH=os.path.join(self.dir, "bridge.sqlite"),
-                   SMARTHOME_SOURCE_INTERVAL="1",
-                   SMARTHOME_SOURCE_SEED="7")
         t0 = time.time()
-        start = time.monotonic()
         with open(self.log, "a") as out:
             out.write(f"--- start {time.strftime('%H:%M:%S')} config={config or self.config}\n")
-        self.proc = spawn([BRIDGE, "--config", config or self.config], env=env, cwd=self.dir,
-                          stdout=open(self.log, "a"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
         def online():
-            if self.proc.poll() is not None:
-                raise AssertionError(f"bridge exited with {self.proc.returncode}:\n{tail(self.log, 20)}")
             return any(m[2] == "online" for m in self.watch.since(t0, f"{BASE}/bridge/state"))
 
-        wait_for("the bridge publishing bridge/state online", online, BRIDGE_TIMEOUT, 0.1)
-        return time.monotonic() - start
+        return super().start(config, ready=online, timeout=BRIDGE_TIMEOUT, interval=0.1,
+                             message="the bridge publishing bridge/state online")
 
     def stop(self, sig: int = signal.SIGTERM) -> float:
-        return stop_process(self.proc, sig, 15)
+        return super().stop(sig, 15, log=log)
 
     def api(self, username: str, path: str):
         base = f"http://{HOST}:{self.http_port}"
@@ -609,14 +529,14 @@ class World:
     onboarding are the slow part)."""
 
     def __init__(self):
-        self.workdir = tempfile.mkdtemp(prefix="ha-e2e-")
+        self.workdir = str(bridgetest.temporary_directory("ha-e2e"))
         self.broker = self.watch = self.ha = self.bridge = None
         self.users = read_users(BRIDGE_CONFIG)
         self.entities = expected_entities(self.users)  # less the removed room once it is removed
 
     def setup(self) -> None:
         log(f"work directory {self.workdir}")
-        self.broker = Broker(self.workdir)
+        self.broker = start_broker(self.workdir)
         self.watch = Watch(self.broker)
         self.ha = HomeAssistant(self.workdir, self.broker)
         TIMINGS["ha_first_start"] = self.ha.start()
@@ -861,7 +781,7 @@ def test_bridge_killed(w: World) -> None:
 def test_room_removed(w: World) -> None:
     """A room removed from the config: after the bridge restarts, its entities are gone from HA."""
     user_id, room = REMOVED_ROOM
-    reduced = os.path.join(w.bridge.dir, "bridge-without-room.yaml")
+    reduced = os.path.join(w.bridge.directory, "bridge-without-room.yaml")
     config_without_room(w.bridge.config, reduced, user_id, room)
     gone = [e for e in w.entities if e.user_id == user_id and e.room == room]
     kept = [e for e in w.entities if e not in gone]
@@ -967,7 +887,7 @@ def main() -> int:
     TIMINGS["total"] = time.monotonic() - started
     log("timings: " + ", ".join(f"{k} {v:.1f}s" for k, v in TIMINGS.items()))
     if failed == 0 and not os.environ.get("HA_TEST_KEEP"):
-        shutil.rmtree(w.workdir, ignore_errors=True)
+        bridgetest.remove_directory(w.workdir)
     else:
         log(f"work directory kept: {w.workdir}")
     log(f"{passed} passed, {failed} failed")

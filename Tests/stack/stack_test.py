@@ -32,15 +32,15 @@ import os
 import re
 import shlex
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import traceback
-import urllib.error
-import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import bridgetest  # noqa: E402  (Tests/support/bridgetest.py: ports, processes, waiting)
+from bridgetest import free_port  # noqa: E402
 
 try:
     import yaml
@@ -341,19 +341,10 @@ def password_matches(hashed, password):
 # ------------------------------------------------------------------------------------------------
 # Loopback helpers
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def http_get(port, path, timeout=5):
     """(status, headers, body text) of GET http://127.0.0.1:port/path."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as response:
-            return response.status, dict(response.headers), response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, dict(error.headers), error.read().decode()
+    status, headers, body = bridgetest.http_get(f"http://127.0.0.1:{port}{path}", timeout=timeout)
+    return status, headers, body.decode()
 
 
 def mosquitto_sub(port, user, password, topics, count=None, wait=5, extra=()):
@@ -374,15 +365,6 @@ def mosquitto_sub(port, user, password, topics, count=None, wait=5, extra=()):
     return result.returncode, messages, result.stdout + result.stderr
 
 
-def wait_until(predicate, timeout, interval=0.2):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() >= deadline:
-            return value
-        time.sleep(interval)
-
-
 # ------------------------------------------------------------------------------------------------
 # The stack, started natively
 
@@ -396,7 +378,7 @@ class NativeStack:
         self.services = self.config["services"]
         self.active = active_services(self.config, profiles)
         self.dockerfile = dockerfile
-        self.directory = tempfile.mkdtemp(prefix=f"smarthome-stack-{label}-")
+        self.directory = str(bridgetest.temporary_directory(f"stack-{label}"))
         os.chmod(self.directory, 0o755)  # mosquitto, once it drops to its own user, must get through
         self.ports = {}  # (service, container port) -> loopback port
         self.processes = {}  # service -> (Popen, log path)
@@ -543,8 +525,8 @@ class NativeStack:
             return
         self.healthchecks[service] = self.healthcheck_argv(service)
         handle = open(log, "w")
-        process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=handle, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)
+        process = bridgetest.spawn(argv, cwd=cwd, env=env, stdout=handle, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL)
         self.processes[service] = (process, log)
 
     def mosquitto_argv(self, service, entrypoint, command, env):
@@ -618,7 +600,7 @@ class NativeStack:
 
     def wait_healthy(self, service, timeout=30):
         ensure(service in self.processes, f"{service} was not started")
-        if wait_until(lambda: self.healthy(service), timeout, interval=0.3):
+        if bridgetest.poll(lambda: self.healthy(service), timeout, interval=0.3):
             return
         process, log = self.processes[service]
         state = "exited with %s" % process.returncode if process.poll() is not None else "running"
@@ -654,24 +636,11 @@ class NativeStack:
 
     def down(self):
         for service, (process, _) in reversed(list(self.processes.items())):
-            if process.poll() is None:
-                try:
-                    os.killpg(process.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-        for service, (process, _) in self.processes.items():
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                try:
-                    os.killpg(process.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                process.wait(timeout=5)
+            bridgetest.stop_process(process, timeout=10)
         if os.environ.get("KEEP_STACK_TEST") == "1":
             print(f"# kept {self.directory}", flush=True)
         else:
-            shutil.rmtree(self.directory, ignore_errors=True)
+            bridgetest.remove_directory(self.directory)
 
     # For the checks ------------------------------------------------------------------------------
 
@@ -1053,7 +1022,7 @@ def check_light_command(stack, service):
     run(["mosquitto_pub", "-h", "127.0.0.1", "-p", str(stack.mqtt_port()), "-u", "Cemalettin",
          "-P", users["Cemalettin"], "-q", "1", "-t", "smarthome/1/kitchen/lights/set", "-m", "TOGGLE"])
     expected = "On" if before == "Off" else "Off"
-    after = wait_until(lambda: json.loads(http_get(port, "/rooms/1/Kitchen")[2])["SensorValues"][2] == expected, 10)
+    after = bridgetest.poll(lambda: json.loads(http_get(port, "/rooms/1/Kitchen")[2])["SensorValues"][2] == expected, 10, 0.2)
     ensure(after, f"Kitchen lights stayed {before} after Cemalettin's TOGGLE")
     return f"Kitchen lights {before} -> {expected}"
 
