@@ -24,18 +24,20 @@ final class HomeController: Sendable {
         }
     }
 
-    /// A source's readings; a `gas` event when gas comes or goes.
+    /// A source's readings; a `gas` event when gas comes or goes (a first reading only when it
+    /// says gas: a polled room's first "no gas" is no news).
     func record(_ readings: [Reading]) {
         let time = Date()
         let (changes, home) = store.withLock { state -> ([StateChange], Home) in
             var changes: [StateChange] = []
             changes.reserveCapacity(readings.count)
             for reading in readings {
+                let key = RoomKey(user: reading.user, room: reading.room)
+                let first = reading.sensor == .gas && state.home.value(of: .gas, in: key) == nil
                 let changed = state.home.record(reading, at: time)
-                changes.append(.reading(ReadingChange(key: RoomKey(user: reading.user, room: reading.room),
-                                                      sensor: reading.sensor, value: reading.value, time: time,
-                                                      origin: .source)))
-                if reading.sensor == .gas, changed, case .binary(let detected) = reading.value {
+                changes.append(.reading(ReadingChange(key: key, sensor: reading.sensor, value: reading.value,
+                                                      time: time, origin: .source)))
+                if reading.sensor == .gas, changed, case .binary(let detected) = reading.value, detected || !first {
                     changes.append(.event(user: reading.user, .gas(room: reading.room, detected: detected, at: time)))
                 }
             }

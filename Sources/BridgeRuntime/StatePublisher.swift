@@ -157,6 +157,9 @@ final class StatePublisher: BridgeFeature {
                 published += publishRetained(user: user, room: room)
             }
         }
+        // Logged once the broker has them (or after 2 s), so whoever subscribes after this line
+        // gets them as retained messages.
+        _ = await broker.waitForPublished(timeout: 2)
         logger.info("published retained state", ["messages": String(published)])
     }
 

@@ -72,3 +72,13 @@ import Testing
         #expect(topics.contains("smarthome/2/kitchen"))
     }
 }
+
+extension StateBusTests {
+    @Test func aFirstNoGasIsNoNewsButAFirstGasIs() {
+        let bridge = RuntimeFixture()
+        bridge.controller.record([Reading(user: "1", room: "kitchen", sensor: .gas, value: .binary(false))])
+        bridge.controller.record([Reading(user: "2", room: "kitchen", sensor: .gas, value: .binary(true))])
+        let events = bridge.broker.take().filter { $0.topic.hasSuffix("/events") }.map(\.topic)
+        #expect(events == ["smarthome/2/events"])
+    }
+}
