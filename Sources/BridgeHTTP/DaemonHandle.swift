@@ -30,16 +30,22 @@ final class DaemonHandle: @unchecked Sendable {
         // that, refuses absurd headers inside MHD, and RequestDispatcher enforces maxHeaderBytes exactly.
         let memoryLimit = max(2 * max(configuration.maxHeaderBytes, 0), 32 * 1024)
         let retained = Unmanaged.passRetained(dispatcher)
+        // MHD's own limits are set above the configured ones so that MHD reports every connection and
+        // ConnectionGuard applies the real limits (per /64, reserved slots, displacing a slow head), which MHD's
+        // per-address count cannot. MHD splits its limit over the pool's threads, hence the headroom.
+        let connectionCeiling = 2 * max(configuration.maxConnections, 1) + 4 * max(configuration.threadPoolSize, 1)
         let started = CMicroHTTPD_start_daemon(
             flags,
             socket.descriptor,
             mhdAccessHandler,
             retained.toOpaque(),
             mhdRequestCompleted,
-            nil,
+            retained.toOpaque(),
+            mhdConnectionNotified,
+            retained.toOpaque(),
             Self.count(configuration.threadPoolSize, minimum: 1),
-            Self.count(configuration.maxConnections, minimum: 1),
-            Self.count(configuration.maxConnectionsPerAddress, minimum: 0),
+            Self.count(connectionCeiling, minimum: 1),
+            0,
             Self.count(configuration.connectionTimeoutSeconds, minimum: 0),
             memoryLimit
         )
@@ -52,12 +58,14 @@ final class DaemonHandle: @unchecked Sendable {
         self.daemon = started
         self.dispatcher = retained
         self.port = socket.port
+        dispatcher.connections.startWatchdog()
     }
 
     /// Stops accepting, waits for handlers in progress, closes every connection and the listening socket.
     /// Must be called exactly once.
     func stop() {
         // MHD must not be stopped with suspended connections: end the streams first.
+        dispatcher.takeUnretainedValue().connections.stopWatchdog()
         dispatcher.takeUnretainedValue().streams.stopAll()
         MHD_stop_daemon(daemon)
         dispatcher.release()

@@ -7,10 +7,14 @@ public struct HTTPServerConfiguration: Sendable {
     public var port: Int
     /// Maximum number of simultaneous connections, all clients together.
     public var maxConnections: Int
-    /// Maximum number of simultaneous connections from one client address.
+    /// Maximum number of simultaneous connections from one client: an IPv4 address or an IPv6 /64.
     public var maxConnectionsPerAddress: Int
     /// Seconds a connection may stay idle before the server closes it.
     public var connectionTimeoutSeconds: Int
+    /// Seconds a client has to send a whole request head (request line and headers), counted from the
+    /// connection's start or, on a kept-alive connection, from the end of the previous request; then the
+    /// connection is closed. A deadline for the whole head, so sending a byte now and then does not extend it.
+    public var requestHeadTimeoutSeconds: Double
     /// Maximum size of the request line plus headers, line endings and the blank line included; a larger
     /// request is refused (431, or 414 for a long URI, or the connection is closed) without calling the handler.
     public var maxHeaderBytes: Int
@@ -28,6 +32,7 @@ public struct HTTPServerConfiguration: Sendable {
         maxConnections: Int = 256,
         maxConnectionsPerAddress: Int = 64,
         connectionTimeoutSeconds: Int = 30,
+        requestHeadTimeoutSeconds: Double = 10,
         maxHeaderBytes: Int = 16 * 1024,
         maxBodyBytes: Int = 64 * 1024,
         threadPoolSize: Int = 4,
@@ -38,6 +43,7 @@ public struct HTTPServerConfiguration: Sendable {
         self.maxConnections = maxConnections
         self.maxConnectionsPerAddress = maxConnectionsPerAddress
         self.connectionTimeoutSeconds = connectionTimeoutSeconds
+        self.requestHeadTimeoutSeconds = requestHeadTimeoutSeconds
         self.maxHeaderBytes = maxHeaderBytes
         self.maxBodyBytes = maxBodyBytes
         self.threadPoolSize = threadPoolSize

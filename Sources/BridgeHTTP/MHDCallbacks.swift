@@ -22,6 +22,7 @@ func mhdAccessHandler(
     guard let existing = requestContext.pointee else {
         // Released by mhdRequestCompleted, which MHD calls for every request that reached this handler.
         requestContext.pointee = Unmanaged.passRetained(PendingRequest()).toOpaque()
+        dispatcher.connections.headCompleted(UInt(bitPattern: connection))
         return dispatcher.headersReceived(on: mhdConnection)
     }
     let pending = Unmanaged<PendingRequest>.fromOpaque(existing).takeUnretainedValue()
@@ -42,7 +43,30 @@ func mhdRequestCompleted(
     requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
     reason: MHD_RequestTerminationCode
 ) {
+    if let cls, let connection {
+        Unmanaged<RequestDispatcher>.fromOpaque(cls).takeUnretainedValue().connections
+            .requestFinished(UInt(bitPattern: connection))
+    }
     guard let requestContext, let pending = requestContext.pointee else { return }
     Unmanaged<PendingRequest>.fromOpaque(pending).release()
     requestContext.pointee = nil
+}
+
+/// `MHD_NotifyConnectionCallback`: a connection opened or closed; `ConnectionGuard` decides which stay.
+func mhdConnectionNotified(
+    cls: UnsafeMutableRawPointer?,
+    connection: OpaquePointer?,
+    socketContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
+    code: MHD_ConnectionNotificationCode
+) {
+    guard let cls, let connection else { return }
+    let guarded = Unmanaged<RequestDispatcher>.fromOpaque(cls).takeUnretainedValue().connections
+    let id = UInt(bitPattern: connection)
+    // MHD_CONNECTION_NOTIFY_STARTED; Swift imports the enum without named cases.
+    if code.rawValue == 0 {
+        let address = CMicroHTTPD_connection_client_address(connection).flatMap(SocketAddressText.limitKey(of:))
+        guarded.started(id, address: address ?? "", socket: CMicroHTTPD_connection_socket(connection))
+    } else {
+        guarded.closed(id)
+    }
 }

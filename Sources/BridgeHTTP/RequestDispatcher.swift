@@ -10,10 +10,16 @@ final class RequestDispatcher: Sendable {
     let maxBodyBytes: Int
     /// Streamed responses in progress, ended before the daemon stops.
     let streams: StreamRegistry
+    /// Which connections are kept: head deadline, per-address limit, reserved slots.
+    let connections: ConnectionGuard
 
     init(configuration: HTTPServerConfiguration, handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse) {
         self.handler = handler
         streams = StreamRegistry(bufferLimit: configuration.maxStreamBufferBytes)
+        connections = ConnectionGuard(limits: ConnectionAdmission.Limits(
+            maxConnections: max(configuration.maxConnections, 1),
+            maxPerAddress: max(configuration.maxConnectionsPerAddress, 1),
+            headTimeout: configuration.requestHeadTimeoutSeconds))
         self.maxHeaderBytes = configuration.maxHeaderBytes
         self.maxBodyBytes = configuration.maxBodyBytes
     }
