@@ -36,6 +36,8 @@ public struct BridgeConfiguration: Sendable {
         public var maxConnections = 256
         public var maxConnectionsPerAddress = 64
         public var connectionTimeout = 30.0
+        /// Seconds for a whole request head (README "HTTP", "Connection limits").
+        public var requestHeadTimeout = 10.0
         public var maxHeaderBytes = 16 * 1024
         public var maxBodyBytes = 64 * 1024
         public var threads = 4

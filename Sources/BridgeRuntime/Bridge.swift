@@ -205,6 +205,7 @@ public final class Bridge: Sendable {
             maxConnections: http.maxConnections,
             maxConnectionsPerAddress: http.maxConnectionsPerAddress,
             connectionTimeoutSeconds: Int(http.connectionTimeout.rounded(.up)),
+            requestHeadTimeoutSeconds: http.requestHeadTimeout,
             maxHeaderBytes: http.maxHeaderBytes,
             maxBodyBytes: http.maxBodyBytes,
             threadPoolSize: http.threads

@@ -66,6 +66,16 @@ import Testing
         #expect(config.log.level == .debug)
     }
 
+    @Test func theRequestHeadDeadlineIsADurationWithADefault() throws {
+        #expect(try load(["users": Fixtures.minimalUsers]).get().http.requestHeadTimeout == 10)
+        let set = try load(["http": ["request_head_timeout": "5s"] as KeyValuePairs<String, Any>,
+                            "users": Fixtures.minimalUsers]).get()
+        #expect(set.http.requestHeadTimeout == 5)
+        let bad = issues(["http": ["request_head_timeout": "0"] as KeyValuePairs<String, Any>,
+                          "users": Fixtures.minimalUsers])
+        #expect(bad.map(\.path) == ["http.request_head_timeout"])
+    }
+
     @Test func theClusterSecretIsLongAndRequiredForSeveralInstances() throws {
         let short = issues(["cluster": ["secret": "too-short"] as KeyValuePairs<String, Any>,
                             "users": Fixtures.minimalUsers])
