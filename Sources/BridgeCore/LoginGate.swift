@@ -42,27 +42,3 @@ public final class LoginGate: Sendable {
         return .granted(user)
     }
 }
-
-/// API sessions as the routes see them; the runtime backs them with the database.
-public struct SessionServices: Sendable {
-    /// Starts a session for a user; returns the token to hand to the client.
-    public var create: @Sendable (_ userID: String) throws -> String
-    /// The user of a live session, `nil` for an unknown, expired or revoked token.
-    public var resolve: @Sendable (_ token: String) throws -> String?
-    public var revoke: @Sendable (_ token: String) throws -> Void
-
-    public init(
-        create: @escaping @Sendable (String) throws -> String,
-        resolve: @escaping @Sendable (String) throws -> String?,
-        revoke: @escaping @Sendable (String) throws -> Void
-    ) {
-        self.create = create
-        self.resolve = resolve
-        self.revoke = revoke
-    }
-}
-
-/// Opens a user's live event stream (`GET /api/v1/events`); the runtime registers the sink with
-/// whatever publishes state changes and events, under the token that opened it so that logging out
-/// ends it too.
-public typealias EventStreamOpener = @Sendable (_ userID: String, _ token: String, _ sink: any HTTPStreamSink) -> Void

@@ -15,7 +15,10 @@ final class RequestDispatcher: Sendable {
 
     init(configuration: HTTPServerConfiguration, handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse) {
         self.handler = handler
-        streams = StreamRegistry(bufferLimit: configuration.maxStreamBufferBytes)
+        // Streams hold their connection for as long as they run, so they may take at most half the slots: the
+        // rest stay for ordinary requests (README "Live events").
+        streams = StreamRegistry(bufferLimit: configuration.maxStreamBufferBytes,
+                                 capacity: max(1, configuration.maxConnections / 2))
         connections = ConnectionGuard(limits: ConnectionAdmission.Limits(
             maxConnections: max(configuration.maxConnections, 1),
             maxPerAddress: max(configuration.maxConnectionsPerAddress, 1),
@@ -74,25 +77,33 @@ final class RequestDispatcher: Sendable {
 
     private static let bodyTooLarge = error(status: 413, message: "Request body too large")
 
-    private static func error(status: Int, message: String) -> HTTPResponse {
-        HTTPResponse(
-            status: status,
-            headers: [(name: "Content-Type", value: "application/json")],
-            body: Array(#"{"error":{"message":"\#(message)"}}"#.utf8)
-        )
+    /// The server's own refusals, in the shape and with the headers of every other answer (README "HTTP").
+    static func error(status: Int, message: String) -> HTTPResponse {
+        var response = HTTPRoutes.error(status, message)
+        response.headers.append(contentsOf: HTTPRoutes.securityHeaders)
+        return response
     }
 }
 
-/// The streamed responses in progress, so the server can end them before stopping.
+/// The streamed responses in progress, at most `capacity`, so the server can end them before stopping.
 final class StreamRegistry: Sendable {
     let bufferLimit: Int
+    let capacity: Int
     private let live = Mutex<[ObjectIdentifier: ResponseStream]>([:])
 
-    init(bufferLimit: Int) {
+    init(bufferLimit: Int, capacity: Int) {
         self.bufferLimit = bufferLimit
+        self.capacity = capacity
     }
 
-    func add(_ stream: ResponseStream) { live.withLock { $0[ObjectIdentifier(stream)] = stream } }
+    /// Adds a stream unless `capacity` are running; checked and added under one lock.
+    func add(_ stream: ResponseStream) -> Bool {
+        live.withLock { live in
+            guard live.count < capacity else { return false }
+            live[ObjectIdentifier(stream)] = stream
+            return true
+        }
+    }
 
     func remove(_ stream: ResponseStream) { live.withLock { $0[ObjectIdentifier(stream)] = nil } }
 

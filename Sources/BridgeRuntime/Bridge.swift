@@ -106,9 +106,7 @@ public final class Bridge: Sendable {
             alarms: DatabaseAlarms(store: alarms, replication: replication),
             history: clusterHistory ?? DatabaseHistory(store: history),
             schedule: schedule,
-            openEvents: { [controller] user, token, sink in
-                controller.events.open(user: user, session: sessions.sessionID(of: token) ?? token, sink: sink)
-            },
+            openEvents: { [controller] session in controller.events.open(session) },
             staticFiles: dashboard,
             switchLight: { [controller] user, room, command in
                 controller.commandAndWait(command, user: user, room: room, source: "api")

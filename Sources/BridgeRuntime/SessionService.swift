@@ -79,7 +79,7 @@ public final class SessionService: Sendable {
     public var services: SessionServices {
         SessionServices(
             create: { [self] userID in issue(userID: userID) },
-            resolve: { [self] token in userID(of: token) },
+            resolve: { [self] token in session(of: token) },
             revoke: { [self] token in try revoke(token: token) }
         )
     }
@@ -103,11 +103,6 @@ public final class SessionService: Sendable {
         return true
     }
 
-    /// The id of a valid token's session: what event streams are filed under.
-    func sessionID(of token: String) -> String? {
-        claims(of: token)?.idText
-    }
-
     private func issue(userID: String) -> String {
         let expiry = Int64((now().timeIntervalSince1970 + ttl).rounded(.up))
         let claims = SessionClaims(id: SessionToken.randomBytes(SessionClaims.idBytes), userID: userID,
@@ -115,10 +110,10 @@ public final class SessionService: Sendable {
         return signer.sign(claims.payload)
     }
 
-    private func userID(of token: String) -> String? {
+    private func session(of token: String) -> SessionServices.Session? {
         guard let claims = claims(of: token), !claims.isExpired(atUnixSeconds: now().timeIntervalSince1970),
               !revoked.withLock({ $0.contains(id: claims.idText) }) else { return nil }
-        return claims.userID
+        return SessionServices.Session(userID: claims.userID, id: claims.idText, expiresAt: claims.expiresAt)
     }
 
     private func revoke(token: String) throws {

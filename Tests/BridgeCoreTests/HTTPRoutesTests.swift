@@ -14,7 +14,7 @@ import Testing
             alarms: Fixtures.NoAlarms(),
             history: Fixtures.NoHistory(),
             schedule: AlarmSchedule(timeZone: .gmt, grace: 600),
-            openEvents: { _, _, sink in sink.finish(with: []) },
+            openEvents: { _ in .accepted { sink in sink.finish(with: []) } },
             switchLight: { _, _, _ in .failure(.retained) }
         )
     }

@@ -16,7 +16,8 @@ struct RequestLimitTests {
             "POST /big HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1025\r\nConnection: close\r\n\r\n"))
 
         #expect(response.status == 413)
-        #expect(response.header("Content-Type") == "application/json")
+        #expect(response.header("Content-Type") == "application/json; charset=utf-8")
+        #expect(response.header("X-Content-Type-Options") == "nosniff")
         #expect(response.bodyText == Self.tooLargeJSON)
         #expect(recorder.all.isEmpty)
         #expect(ping(port: server.port)?.status == 200)
