@@ -38,6 +38,9 @@ public struct BridgeConfiguration: Sendable {
         public var connectionTimeout = 30.0
         /// Seconds for a whole request head (README "HTTP", "Connection limits").
         public var requestHeadTimeout = 10.0
+        /// Event streams one token, and one user, may hold at once (README "Live events").
+        public var maxStreamsPerToken = 8
+        public var maxStreamsPerUser = 16
         public var maxHeaderBytes = 16 * 1024
         public var maxBodyBytes = 64 * 1024
         public var threads = 4

@@ -10,7 +10,8 @@ public struct ConfigLoader {
         "mqtt.qos", "mqtt.keepalive", "mqtt.reconnect_min", "mqtt.reconnect_max", "mqtt.max_queued",
         "mqtt.tls.ca", "mqtt.tls.cert", "mqtt.tls.key", "mqtt.tls.verify",
         "http.bind", "http.port", "http.legacy_routes", "http.session_ttl", "http.max_connections",
-        "http.max_connections_per_address", "http.connection_timeout", "http.request_head_timeout", "http.max_header_bytes",
+        "http.max_connections_per_address", "http.connection_timeout", "http.request_head_timeout",
+        "http.max_streams_per_token", "http.max_streams_per_user", "http.max_header_bytes",
         "http.max_body_bytes", "http.threads", "http.web_root",
         "source.kind", "source.interval", "source.seed", "source.base_url", "source.timeout", "source.concurrency",
         "source.failures_before_offline", "source.max_backoff",
@@ -271,6 +272,8 @@ public struct ConfigLoader {
                                             default: http.maxConnectionsPerAddress)
         http.connectionTimeout = duration("http.connection_timeout", in: 1...3600, default: http.connectionTimeout)
         http.requestHeadTimeout = duration("http.request_head_timeout", in: 1...3600, default: http.requestHeadTimeout)
+        http.maxStreamsPerToken = int("http.max_streams_per_token", in: 1...10_000, default: http.maxStreamsPerToken)
+        http.maxStreamsPerUser = int("http.max_streams_per_user", in: 1...10_000, default: http.maxStreamsPerUser)
         http.maxHeaderBytes = int("http.max_header_bytes", in: 1024...1_048_576, default: http.maxHeaderBytes)
         http.maxBodyBytes = int("http.max_body_bytes", in: 0...104_857_600, default: http.maxBodyBytes)
         http.threads = int("http.threads", in: 1...256, default: http.threads)

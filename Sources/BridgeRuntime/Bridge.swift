@@ -52,7 +52,8 @@ public final class Bridge: Sendable {
         history = HistoryStore(database: database)
         recorder = HistoryRecorder(store: history, logger: logger)
         controller = HomeController(configuration: configuration, logger: logger, mqtt: mqtt, history: recorder,
-                                    events: EventHub(),
+                                    events: EventHub(limits: .init(perSession: configuration.http.maxStreamsPerToken,
+                                                                   perUser: configuration.http.maxStreamsPerUser)),
                                     upstream: configuration.source.lightsCommand.path == nil ? nil : upstream,
                                     startedAt: startedAt)
         if let upstream {
