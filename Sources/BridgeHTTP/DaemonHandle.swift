@@ -9,10 +9,20 @@ final class DaemonHandle: @unchecked Sendable {
     private let daemon: OpaquePointer
     /// Retained for MHD's `cls` pointers; released only after `MHD_stop_daemon` has joined every MHD thread.
     private let dispatcher: Unmanaged<RequestDispatcher>
+    /// Kept until the daemon stops: MHD holds pointers into it.
+    private let credentials: TLSCredentials?
     let port: Int
 
     /// Binds the configured address and starts MHD's thread pool on it.
     init(configuration: HTTPServerConfiguration, dispatcher: RequestDispatcher) throws(HTTPServerError) {
+        var credentials: TLSCredentials?
+        if let tls = configuration.tls {
+            guard CMicroHTTPD_supports_tls() != 0 else {
+                throw .cannotListen(on: configuration.bindAddress, port: configuration.port,
+                                    "this libmicrohttpd was built without TLS (GnuTLS)")
+            }
+            credentials = try TLSCredentials(tls)
+        }
         let socket = try ListeningSocket.open(address: configuration.bindAddress, port: configuration.port)
 
         // Suspend/resume lets streamed responses (Server-Sent Events) wait for data without a thread.
@@ -24,6 +34,9 @@ final class DaemonHandle: @unchecked Sendable {
             flags |= MHD_USE_DUAL_STACK.rawValue
         } else if socket.isIPv6 {
             flags |= MHD_USE_IPv6.rawValue
+        }
+        if credentials != nil {
+            flags |= MHD_USE_TLS.rawValue
         }
         // MHD keeps the request line and headers in a per-connection pool that must also hold its bookkeeping
         // and the response headers; twice the header limit (never below MHD's 32 KiB default) is enough for
@@ -47,16 +60,21 @@ final class DaemonHandle: @unchecked Sendable {
             Self.count(connectionCeiling, minimum: 1),
             0,
             Self.count(configuration.connectionTimeoutSeconds, minimum: 0),
-            memoryLimit
+            memoryLimit,
+            credentials?.key,
+            credentials?.certificate
         )
         guard let started else {
             retained.release()
             socket.closeAfterFailedStart()
-            throw .cannotListen(on: configuration.bindAddress, port: socket.port,
-                                "libmicrohttpd could not start (out of threads or file descriptors?)")
+            throw .cannotListen(on: configuration.bindAddress, port: socket.port, credentials == nil
+                ? "libmicrohttpd could not start (out of threads or file descriptors?)"
+                : "libmicrohttpd could not start TLS: the certificate or key was refused (not PEM, encrypted, "
+                    + "or not a pair?)")
         }
         self.daemon = started
         self.dispatcher = retained
+        self.credentials = credentials
         self.port = socket.port
         dispatcher.connections.startWatchdog()
     }

@@ -1,5 +1,16 @@
 /// How an `HTTPServer` listens and which limits it enforces.
 public struct HTTPServerConfiguration: Sendable {
+    /// PEM files for HTTPS: a certificate (chain) and its private key.
+    public struct TLS: Sendable, Equatable {
+        public var certificateFile: String
+        public var keyFile: String
+
+        public init(certificateFile: String, keyFile: String) {
+            self.certificateFile = certificateFile
+            self.keyFile = keyFile
+        }
+    }
+
     /// Numeric address to listen on: `127.0.0.1`, `0.0.0.0`, `::1` or `::`.
     /// `::` accepts IPv6 and IPv4 (dual stack); any other IPv6 address accepts IPv6 only.
     public var bindAddress: String
@@ -24,6 +35,8 @@ public struct HTTPServerConfiguration: Sendable {
     public var threadPoolSize: Int
     /// Unsent bytes a streamed response may hold for a slow client before writes to it fail.
     public var maxStreamBufferBytes: Int
+    /// With TLS set, every request is served over HTTPS (libmicrohttpd's GnuTLS) and plain HTTP is refused.
+    public var tls: TLS?
 
     /// Creates a configuration; every parameter has a default suited to a LAN-facing bridge.
     public init(
@@ -36,7 +49,8 @@ public struct HTTPServerConfiguration: Sendable {
         maxHeaderBytes: Int = 16 * 1024,
         maxBodyBytes: Int = 64 * 1024,
         threadPoolSize: Int = 4,
-        maxStreamBufferBytes: Int = 256 * 1024
+        maxStreamBufferBytes: Int = 256 * 1024,
+        tls: TLS? = nil
     ) {
         self.bindAddress = bindAddress
         self.port = port
@@ -48,5 +62,6 @@ public struct HTTPServerConfiguration: Sendable {
         self.maxBodyBytes = maxBodyBytes
         self.threadPoolSize = threadPoolSize
         self.maxStreamBufferBytes = maxStreamBufferBytes
+        self.tls = tls
     }
 }
