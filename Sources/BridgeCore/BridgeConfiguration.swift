@@ -46,6 +46,9 @@ public struct BridgeConfiguration: Sendable {
         public var threads = 4
         /// The folder the web dashboard is served from.
         public var webRoot = "web"
+        /// PEM files: with both set, every route is served over TLS on `port` (README "HTTPS").
+        public var tlsCert: String? = nil
+        public var tlsKey: String? = nil
     }
 
     public struct LightsCommand: Sendable {

@@ -12,7 +12,7 @@ public struct ConfigLoader {
         "http.bind", "http.port", "http.legacy_routes", "http.session_ttl", "http.max_connections",
         "http.max_connections_per_address", "http.connection_timeout", "http.request_head_timeout",
         "http.max_streams_per_token", "http.max_streams_per_user", "http.max_header_bytes",
-        "http.max_body_bytes", "http.threads", "http.web_root",
+        "http.max_body_bytes", "http.threads", "http.web_root", "http.tls.cert", "http.tls.key",
         "source.kind", "source.interval", "source.seed", "source.base_url", "source.timeout", "source.concurrency",
         "source.failures_before_offline", "source.max_backoff",
         "source.lights_command.method", "source.lights_command.path", "source.lights_command.body",
@@ -256,10 +256,13 @@ public struct ConfigLoader {
         mqtt.tlsCert = nonEmptyString("mqtt.tls.cert")
         mqtt.tlsKey = nonEmptyString("mqtt.tls.key")
         mqtt.tlsVerify = bool("mqtt.tls.verify", default: mqtt.tlsVerify)
-        if (mqtt.tlsCert == nil) != (mqtt.tlsKey == nil) {
-            issue(mqtt.tlsCert == nil ? "mqtt.tls.cert" : "mqtt.tls.key",
-                  "must be set together with \(mqtt.tlsCert == nil ? "mqtt.tls.key" : "mqtt.tls.cert")")
-        }
+        requireTogether("mqtt.tls.cert", mqtt.tlsCert, "mqtt.tls.key", mqtt.tlsKey)
+    }
+
+    /// Reports the missing one of two keys that only work together (a certificate and its key).
+    private mutating func requireTogether(_ first: String, _ firstValue: String?, _ second: String, _ secondValue: String?) {
+        guard (firstValue == nil) != (secondValue == nil) else { return }
+        issue(firstValue == nil ? first : second, "must be set together with \(firstValue == nil ? second : first)")
     }
 
     private mutating func decodeHTTP(into http: inout BridgeConfiguration.HTTP) {
@@ -278,6 +281,9 @@ public struct ConfigLoader {
         http.maxBodyBytes = int("http.max_body_bytes", in: 0...104_857_600, default: http.maxBodyBytes)
         http.threads = int("http.threads", in: 1...256, default: http.threads)
         http.webRoot = nonEmptyString("http.web_root") ?? http.webRoot
+        http.tlsCert = nonEmptyString("http.tls.cert")
+        http.tlsKey = nonEmptyString("http.tls.key")
+        requireTogether("http.tls.cert", http.tlsCert, "http.tls.key", http.tlsKey)
     }
 
     private mutating func decodeSource(into source: inout BridgeConfiguration.Source) {

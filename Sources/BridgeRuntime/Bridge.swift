@@ -207,7 +207,10 @@ public final class Bridge: Sendable {
             requestHeadTimeoutSeconds: http.requestHeadTimeout,
             maxHeaderBytes: http.maxHeaderBytes,
             maxBodyBytes: http.maxBodyBytes,
-            threadPoolSize: http.threads
+            threadPoolSize: http.threads,
+            tls: http.tlsCert.flatMap { cert in
+                http.tlsKey.map { HTTPServerConfiguration.TLS(certificateFile: cert, keyFile: $0) }
+            }
         )
     }
 
@@ -217,7 +220,8 @@ public final class Bridge: Sendable {
     /// publishes `offline`, disconnects and stops serving.
     public func run() async throws {
         try http.start()
-        logger.info("HTTP listening", ["bind": configuration.http.bind, "port": String(http.port)])
+        logger.info("HTTP listening", ["bind": configuration.http.bind, "port": String(http.port),
+                                       "scheme": configuration.http.tlsCert == nil ? "http" : "https"])
         if configuration.http.legacyRoutes {
             logger.warning("legacy seed routes are on: /login/:username/:password carries passwords in URLs; "
                 + "turn http.legacy_routes off unless an old app needs them")
