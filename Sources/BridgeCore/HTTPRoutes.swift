@@ -67,6 +67,11 @@ public struct HTTPRoutes: Sendable {
     }
 
     private func route(_ request: HTTPRequest, home: () -> Home, health: () -> Health) -> HTTPResponse {
+        // The server has percent-decoded the path: a "%00" is a NUL now, which C libraries (the file system,
+        // SQLite) would take as the end of the text (README "HTTP").
+        if request.path.utf8.contains(0) {
+            return HTTPRoutes.error(400, "the request path must not contain %00 (NUL)")
+        }
         // Split on the byte: the path is UTF-8 and "/" never occurs inside a multi-byte character.
         let segments = request.path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
             .dropFirst().map { String(Substring($0)) }

@@ -56,6 +56,8 @@ final class DaemonHandle: @unchecked Sendable {
             retained.toOpaque(),
             mhdConnectionNotified,
             retained.toOpaque(),
+            mhdUnescape,
+            retained.toOpaque(),
             Self.count(configuration.threadPoolSize, minimum: 1),
             Self.count(connectionCeiling, minimum: 1),
             0,

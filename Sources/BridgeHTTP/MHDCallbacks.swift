@@ -60,13 +60,14 @@ func mhdConnectionNotified(
     code: MHD_ConnectionNotificationCode
 ) {
     guard let cls, let connection else { return }
-    let guarded = Unmanaged<RequestDispatcher>.fromOpaque(cls).takeUnretainedValue().connections
+    let dispatcher = Unmanaged<RequestDispatcher>.fromOpaque(cls).takeUnretainedValue()
     let id = UInt(bitPattern: connection)
     // MHD_CONNECTION_NOTIFY_STARTED; Swift imports the enum without named cases.
     if code.rawValue == 0 {
         let address = CMicroHTTPD_connection_client_address(connection).flatMap(SocketAddressText.limitKey(of:))
-        guarded.started(id, address: address ?? "", socket: CMicroHTTPD_connection_socket(connection))
+        dispatcher.connections.started(id, address: address ?? "", socket: CMicroHTTPD_connection_socket(connection))
     } else {
-        guarded.closed(id)
+        dispatcher.connections.closed(id)
+        dispatcher.connectionClosed(id)
     }
 }

@@ -12,6 +12,8 @@ final class RequestDispatcher: Sendable {
     let streams: StreamRegistry
     /// Which connections are kept: head deadline, per-address limit, reserved slots.
     let connections: ConnectionGuard
+    /// Connections whose current request decoded a `%00` in its path or query (see `URLUnescaping`).
+    private let withNUL = Mutex<Set<UInt>>([])
 
     init(configuration: HTTPServerConfiguration, handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse) {
         self.handler = handler
@@ -30,6 +32,9 @@ final class RequestDispatcher: Sendable {
     /// First access-handler call of a request: headers are parsed, no body has been read.
     /// Refusing here lets MHD skip the body and close the connection instead of reading it.
     func headersReceived(on connection: MHDConnection) -> MHD_Result {
+        if withNUL.withLock({ $0.remove(UInt(bitPattern: connection.pointer)) != nil }) {
+            return connection.queue(Self.error(status: 400, message: "the request path or query must not contain %00 (NUL)"))
+        }
         // The memory limit given to MHD leaves headroom above maxHeaderBytes (see DaemonHandle), so the exact
         // limit is enforced here.
         if connection.requestHeaderSize > maxHeaderBytes {
@@ -39,6 +44,16 @@ final class RequestDispatcher: Sendable {
             return connection.queue(Self.bodyTooLarge)
         }
         return .YES
+    }
+
+    /// MHD decoded a NUL in the path or query of the request now arriving on `connection`.
+    func requestHasNUL(_ connection: UInt) {
+        withNUL.withLock { _ = $0.insert(connection) }
+    }
+
+    /// A connection closed: forget a NUL mark its last request may have left (MHD refused it before the handler).
+    func connectionClosed(_ connection: UInt) {
+        withNUL.withLock { _ = $0.remove(connection) }
     }
 
     /// Last access-handler call of a request: the whole body has been read.

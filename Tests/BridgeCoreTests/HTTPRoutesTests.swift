@@ -36,6 +36,12 @@ import Testing
         #expect(get("/rooms/1/KITCHEN").0 == 200)
     }
 
+    @Test func aPathWithNULIsRefused() {
+        let (status, body) = get("/index.html\u{0}.png")
+        #expect(status == 400)
+        #expect(body.contains("NUL"))
+    }
+
     @Test func unknownThingsAre404WithTheErrorShape() {
         for path in ["/rooms/9", "/rooms/1/Attic", "/rooms/9/Kitchen", "/nothing", "/", "/rooms", "/rooms/1/Kitchen/x",
                      "/login/a"] {

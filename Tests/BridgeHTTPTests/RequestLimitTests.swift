@@ -100,3 +100,27 @@ struct RequestLimitTests {
         #expect(ping(port: server.port)?.status == 200)
     }
 }
+
+@Suite("Percent-decoding and %00")
+struct URLUnescapingTests {
+    @Test func pathAndQueryAreDecodedAndANULIsRefusedBeforeTheHandler() throws {
+        let (server, recorder) = try startRecordingServer()
+        defer { server.stop() }
+
+        let decoded = try #require(exchange(port: server.port,
+            "GET /caf%C3%A9/%2e%ZZ%4?x=%41%20b HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"))
+        #expect(decoded.status == 200)
+        #expect(recorder.all.first?.path == "/café/.%ZZ%4")
+        #expect(recorder.all.first?.queryValue("x") == "A b")
+
+        for target in ["/index.html%00.png", "/ok?name=a%00b"] {
+            let refused = try #require(exchange(port: server.port,
+                "GET \(target) HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"))
+            #expect(refused.status == 400, "\(target)")
+            #expect(refused.bodyText.contains("must not contain %00"))
+            #expect(refused.header("X-Content-Type-Options") == "nosniff")
+        }
+        #expect(recorder.all.count == 1)
+        #expect(ping(port: server.port)?.status == 200)
+    }
+}
