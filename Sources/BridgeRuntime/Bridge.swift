@@ -48,6 +48,10 @@ public final class Bridge: Sendable {
         } catch {
             throw RuntimeError("cannot open storage.path \(configuration.storage.path): \(error.description)")
         }
+        for file in StorageFiles.readableByOthers(databasePath: database.path) {
+            logger.warning("storage readable by other users; it holds the token signing key: chmod go-rwx it",
+                           ["file": file])
+        }
         let upstream = configuration.source.kind == .rest ? UpstreamClient(source: configuration.source) : nil
         history = HistoryStore(database: database)
         recorder = HistoryRecorder(store: history, logger: logger)
