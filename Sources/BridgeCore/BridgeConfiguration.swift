@@ -49,6 +49,9 @@ public struct BridgeConfiguration: Sendable {
         /// PEM files: with both set, every route is served over TLS on `port` (README "HTTPS").
         public var tlsCert: String? = nil
         public var tlsKey: String? = nil
+        /// Comma-separated `Host` names answered (`*`: any); `nil`: loopback names and the bind address
+        /// (README "Host names").
+        public var allowedHosts: String? = nil
     }
 
     public struct LightsCommand: Sendable {
