@@ -35,6 +35,8 @@ public struct HTTPRoutes: Sendable {
     public var openEvents: EventStreamOpener
     /// The dashboard's files (`GET /` and what it loads), when there are any.
     public var staticFiles: (@Sendable (_ path: String) -> HTTPResponse?)?
+    /// The `Host` names answered; any other is 421 (README "Host names"). `nil` answers every host.
+    public var allowedHosts: HostAllowList?
     /// Called before a route reads a user's state (cluster: fetches the state of a user another
     /// instance owns). May block; it runs on the server's thread.
     public var prepareUser: (@Sendable (_ userID: String) -> Void)?
@@ -71,6 +73,10 @@ public struct HTTPRoutes: Sendable {
         // SQLite) would take as the end of the text (README "HTTP").
         if request.path.utf8.contains(0) {
             return HTTPRoutes.error(400, "the request path must not contain %00 (NUL)")
+        }
+        if let allowedHosts, !allowedHosts.allows(hostHeader: request.headers["host"]) {
+            return HTTPRoutes.error(421, "This bridge does not answer to the host name in the request; "
+                + "add it to http.allowed_hosts")
         }
         // Split on the byte: the path is UTF-8 and "/" never occurs inside a multi-byte character.
         let segments = request.path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)

@@ -120,6 +120,7 @@ public final class Bridge: Sendable {
         if let mirrors {
             routes.prepareUser = { user in mirrors.ensure(user: user) }
         }
+        routes.allowedHosts = HostAllowList(configured: configuration.http.allowedHosts, bind: configuration.http.bind)
         let finalRoutes = routes
         let store = controller.store
         let mqtt = mqtt
@@ -226,6 +227,9 @@ public final class Bridge: Sendable {
         try http.start()
         logger.info("HTTP listening", ["bind": configuration.http.bind, "port": String(http.port),
                                        "scheme": configuration.http.tlsCert == nil ? "http" : "https"])
+        for warning in configuration.warnings {
+            logger.warning("UNSAFE: " + warning)
+        }
         if configuration.http.legacyRoutes {
             logger.warning("legacy seed routes are on: /login/:username/:password carries passwords in URLs; "
                 + "turn http.legacy_routes off unless an old app needs them")

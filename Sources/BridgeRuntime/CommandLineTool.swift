@@ -75,6 +75,9 @@ public enum CommandLineTool {
         case .success(let config):
             let rooms = config.users.reduce(0) { $0 + $1.rooms.count }
             print("\(path): OK (\(config.users.count) users, \(rooms) rooms)")
+            for warning in config.warnings {
+                FileHandle.standardError.write(Data("  warning: \(warning)\n".utf8))
+            }
             return 0
         case .failure(let problems):
             FileHandle.standardError.write(Data("\(path): \(problems.issues.count) problem(s)\n".utf8))

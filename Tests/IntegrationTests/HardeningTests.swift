@@ -1,6 +1,9 @@
 import BridgeRuntime
 import Foundation
 import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// What the red team tried against stored text, the dashboard's files and the database's permissions, against
 /// the real bridge (docs/security.md).
@@ -57,6 +60,24 @@ struct HardeningTests {
         #expect(login.status == 400)
         #expect(login.text.contains(#"field \"username\""#))
         #expect(try await HTTP.get(port, "/healthz").status == 200)
+    }
+
+    /// DNS rebinding: a page on another site whose name now resolves to the bridge still sends its own name.
+    @Test func requestsForAnotherHostNameAre421() async throws {
+        let broker = try await TestBroker()
+        let bridge = try await BridgeProcess(broker: broker)
+        func answer(host: String) -> String {
+            guard let fd = RawClient.connect(from: "127.0.0.1", port: bridge.httpPort) else { return "" }
+            defer { close(fd) }
+            RawClient.send(fd, Array("GET /rooms/1 HTTP/1.1\r\nHost: \(host)\r\nConnection: close\r\n\r\n".utf8))
+            return String(decoding: RawClient.readAll(fd), as: UTF8.self)
+        }
+        #expect(answer(host: "127.0.0.1:\(bridge.httpPort)").hasPrefix("HTTP/1.1 200"))
+        #expect(answer(host: "localhost:\(bridge.httpPort)").hasPrefix("HTTP/1.1 200"))
+        let rebound = answer(host: "attacker.example:\(bridge.httpPort)")
+        #expect(rebound.hasPrefix("HTTP/1.1 421"), "\(rebound.prefix(80))")
+        #expect(rebound.contains("http.allowed_hosts"))
+        #expect(!rebound.contains("rooms"))
     }
 
     @Test func aDatabaseReadableByOthersIsWarnedAboutAtStart() async throws {
