@@ -52,6 +52,13 @@ public struct BridgeConfiguration: Sendable {
         /// Comma-separated `Host` names answered (`*`: any); `nil`: loopback names and the bind address
         /// (README "Host names").
         public var allowedHosts: String? = nil
+        /// Comma-separated proxy addresses whose `X-Forwarded-For` is believed (README "Login throttling").
+        public var trustedProxies: String? = nil
+
+        /// `trustedProxies` as a set of addresses.
+        public var trustedProxySet: Set<String> {
+            Set((trustedProxies ?? "").split(separator: ",").map { $0.filter { $0 != " " } }.filter { !$0.isEmpty })
+        }
     }
 
     public struct LightsCommand: Sendable {

@@ -13,7 +13,7 @@ public struct ConfigLoader {
         "http.max_connections_per_address", "http.connection_timeout", "http.request_head_timeout",
         "http.max_streams_per_token", "http.max_streams_per_user", "http.max_header_bytes",
         "http.max_body_bytes", "http.threads", "http.web_root", "http.tls.cert", "http.tls.key",
-        "http.allowed_hosts",
+        "http.allowed_hosts", "http.trusted_proxies",
         "source.kind", "source.interval", "source.seed", "source.base_url", "source.timeout", "source.concurrency",
         "source.failures_before_offline", "source.max_backoff",
         "source.lights_command.method", "source.lights_command.path", "source.lights_command.body",
@@ -286,6 +286,7 @@ public struct ConfigLoader {
         http.tlsKey = nonEmptyString("http.tls.key")
         requireTogether("http.tls.cert", http.tlsCert, "http.tls.key", http.tlsKey)
         http.allowedHosts = nonEmptyString("http.allowed_hosts")
+        http.trustedProxies = nonEmptyString("http.trusted_proxies")
     }
 
     private mutating func decodeSource(into source: inout BridgeConfiguration.Source) {
