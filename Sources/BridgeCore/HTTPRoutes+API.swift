@@ -9,12 +9,14 @@ extension HTTPRoutes {
             return apiLogin(request, home: home())
         case ["logout"]:
             guard method == "POST" else { return HTTPRoutes.methodNotAllowed(allow: "POST") }
-            return authenticated(request, home: home) { _, token in
+            return authenticated(request, home: home) { session, token in
                 do {
                     try sessions.revoke(token)
                 } catch {
                     return HTTPRoutes.internalError
                 }
+                securityLog(SecurityEvent(action: "logout", user: session.userID,
+                                          address: ClientAddress.of(request, trustedProxies: trustedProxies), outcome: "ok"))
                 return HTTPResponse(status: 204)
             }
         case ["events"]:
@@ -90,7 +92,7 @@ extension HTTPRoutes {
         case .failure(let problem): return HTTPRoutes.error(400, problem.message)
         }
         switch loginGate.attempt(username: credentials.username, password: credentials.password,
-                                 address: request.clientAddress, in: home) {
+                                 address: ClientAddress.of(request, trustedProxies: trustedProxies), in: home) {
         case .throttled(let wait):
             return HTTPRoutes.tooManyRequests(retryAfter: wait)
         case .denied:

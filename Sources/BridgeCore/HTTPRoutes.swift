@@ -37,6 +37,10 @@ public struct HTTPRoutes: Sendable {
     public var staticFiles: (@Sendable (_ path: String) -> HTTPResponse?)?
     /// The `Host` names answered; any other is 421 (README "Host names"). `nil` answers every host.
     public var allowedHosts: HostAllowList?
+    /// Peers whose `X-Forwarded-For` names the real client (README "Login throttling").
+    public var trustedProxies: Set<String> = []
+    /// The security log: logouts here; logins go through `loginGate`'s own recorder.
+    public var securityLog: @Sendable (SecurityEvent) -> Void = { _ in }
     /// Called before a route reads a user's state (cluster: fetches the state of a user another
     /// instance owns). May block; it runs on the server's thread.
     public var prepareUser: (@Sendable (_ userID: String) -> Void)?
@@ -94,7 +98,8 @@ public struct HTTPRoutes: Sendable {
             return api(request, method: method, path: Array(segments.dropFirst(2)), home: home)
         case _ where legacyRoutes && segments.count == 3 && segments[0] == "login":
             guard method == "GET" else { return HTTPRoutes.methodNotAllowed(allow: "GET, HEAD") }
-            return legacyLogin(username: segments[1], password: segments[2], address: request.clientAddress,
+            return legacyLogin(username: segments[1], password: segments[2],
+                               address: ClientAddress.of(request, trustedProxies: trustedProxies),
                                home: home())
         case _ where legacyRoutes && (segments.count == 2 || segments.count == 3) && segments[0] == "rooms":
             guard method == "GET" else { return HTTPRoutes.methodNotAllowed(allow: "GET, HEAD") }

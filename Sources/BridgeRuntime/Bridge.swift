@@ -105,7 +105,8 @@ public final class Bridge: Sendable {
             legacyRoutes: configuration.http.legacyRoutes,
             loginGate: LoginGate(
                 verifyPassword: { password, hash in PasswordHasher.verify(password: password, userHash: hash) },
-                now: { Date().timeIntervalSinceReferenceDate }
+                now: { Date().timeIntervalSinceReferenceDate },
+                record: SecurityLog.recorder(logger)
             ),
             sessions: sessions.services,
             alarms: DatabaseAlarms(store: alarms, replication: replication),
@@ -121,6 +122,8 @@ public final class Bridge: Sendable {
             routes.prepareUser = { user in mirrors.ensure(user: user) }
         }
         routes.allowedHosts = HostAllowList(configured: configuration.http.allowedHosts, bind: configuration.http.bind)
+        routes.trustedProxies = configuration.http.trustedProxySet
+        routes.securityLog = SecurityLog.recorder(logger)
         let finalRoutes = routes
         let store = controller.store
         let mqtt = mqtt

@@ -49,3 +49,18 @@ import Testing
         #expect(warnings.contains { $0.contains("http.allowed_hosts") })
     }
 }
+
+@Suite struct ClientAddressTests {
+    @Test func forwardedForIsBelievedOnlyFromTrustedProxies() {
+        let trusted: Set<String> = ["10.0.0.1", "10.0.0.2"]
+        func client(_ peer: String, _ header: String?) -> String {
+            ClientAddress.of(HTTPRequest(method: "GET", path: "/", headers: header.map { ["x-forwarded-for": $0] } ?? [:],
+                                         clientAddress: peer), trustedProxies: trusted)
+        }
+        #expect(client("10.0.0.1", "198.51.100.9") == "198.51.100.9")
+        #expect(client("10.0.0.1", "1.1.1.1, 198.51.100.9, 10.0.0.2") == "198.51.100.9", "the right-most untrusted")
+        #expect(client("10.0.0.1", nil) == "10.0.0.1")
+        #expect(client("192.0.2.5", "198.51.100.9") == "192.0.2.5", "an untrusted peer's header is ignored")
+        #expect(client("10.0.0.1", "10.0.0.2") == "10.0.0.1")
+    }
+}
