@@ -54,7 +54,7 @@ struct ConnectionAdmission: Sendable {
     /// How many live connections a client address key holds.
     func connections(of address: String) -> Int { perAddress[address] ?? 0 }
 
-    /// A connection arrived from `address` (a key from `SocketAddressText.limitKey`).
+    /// A connection arrived from `address` (a key from `ClientAddress.throttleKey`).
     mutating func connectionStarted(_ id: UInt, address: String, now: Double) -> Decision {
         let held = connections(of: address)
         let free = limits.maxConnections - count

@@ -1,3 +1,4 @@
+import BridgeCore
 import CMicroHTTPD
 
 // libmicrohttpd's callbacks. They are plain C function pointers (no captured context): the dispatcher arrives
@@ -64,7 +65,9 @@ func mhdConnectionNotified(
     let id = UInt(bitPattern: connection)
     // MHD_CONNECTION_NOTIFY_STARTED; Swift imports the enum without named cases.
     if code.rawValue == 0 {
-        let address = CMicroHTTPD_connection_client_address(connection).flatMap(SocketAddressText.limitKey(of:))
+        // Counted as the login throttle counts: an IPv4 address, or an IPv6 /64.
+        let address = CMicroHTTPD_connection_client_address(connection).flatMap(SocketAddressText.host(of:))
+            .map(ClientAddress.throttleKey)
         dispatcher.connections.started(id, address: address ?? "", socket: CMicroHTTPD_connection_socket(connection))
     } else {
         dispatcher.connections.closed(id)

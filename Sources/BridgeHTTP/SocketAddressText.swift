@@ -20,25 +20,6 @@ enum SocketAddressText {
         }
     }
 
-    /// What per-client connection limits count by: the IPv4 address, or for IPv6 the /64 prefix (`2001:db8:0:1::/64`),
-    /// because one machine or household usually holds a whole /64 and can pick any address in it. An IPv4-mapped
-    /// address counts as its IPv4 address. Nil for other families.
-    static func limitKey(of address: UnsafePointer<sockaddr>) -> String? {
-        guard Int32(address.pointee.sa_family) == AF_INET6 else { return host(of: address) }
-        let ipv6 = UnsafeRawPointer(address).loadUnaligned(as: sockaddr_in6.self)
-        let bytes = withUnsafeBytes(of: ipv6.sin6_addr) { Array($0) }
-        return limitKey(ipv6: bytes) ?? host(of: address)
-    }
-
-    /// The /64 key of 16 IPv6 address bytes; nil for an IPv4-mapped address, which counts as IPv4.
-    static func limitKey(ipv6 bytes: [UInt8]) -> String? {
-        guard bytes.count == 16 else { return nil }
-        let isIPv4Mapped = bytes[0..<10].allSatisfy { $0 == 0 } && bytes[10] == 0xFF && bytes[11] == 0xFF
-        guard !isIPv4Mapped else { return nil }
-        let groups = stride(from: 0, to: 8, by: 2).map { String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16) }
-        return groups.joined(separator: ":") + "::/64"
-    }
-
     /// The port of an IPv4 or IPv6 address in host byte order.
     static func port(of storage: sockaddr_storage) -> Int? {
         withUnsafeBytes(of: storage) { raw in
