@@ -19,6 +19,18 @@ extension HTTPRoutes {
                                           address: ClientAddress.of(request, trustedProxies: trustedProxies), outcome: "ok"))
                 return HTTPResponse(status: 204)
             }
+        case ["logout", "all"]:
+            guard method == "POST" else { return HTTPRoutes.methodNotAllowed(allow: "POST") }
+            return authenticated(request, home: home) { session, _ in
+                do {
+                    try sessions.revokeAll(session.userID)
+                } catch {
+                    return HTTPRoutes.internalError
+                }
+                securityLog(SecurityEvent(action: "logout_everywhere", user: session.userID,
+                                          address: ClientAddress.of(request, trustedProxies: trustedProxies), outcome: "ok"))
+                return HTTPResponse(status: 204)
+            }
         case ["events"]:
             guard method == "GET" else { return HTTPRoutes.methodNotAllowed(allow: "GET") }
             return authenticated(request, home: home) { session, _ in

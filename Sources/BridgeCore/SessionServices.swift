@@ -20,15 +20,19 @@ public struct SessionServices: Sendable {
     /// The session of a token, `nil` for an unknown, expired or revoked one.
     public var resolve: @Sendable (_ token: String) throws -> Session?
     public var revoke: @Sendable (_ token: String) throws -> Void
+    /// Ends every session of a user ("log out everywhere").
+    public var revokeAll: @Sendable (_ userID: String) throws -> Void
 
     public init(
         create: @escaping @Sendable (String) throws -> String,
         resolve: @escaping @Sendable (String) throws -> Session?,
-        revoke: @escaping @Sendable (String) throws -> Void
+        revoke: @escaping @Sendable (String) throws -> Void,
+        revokeAll: @escaping @Sendable (String) throws -> Void = { _ in }
     ) {
         self.create = create
         self.resolve = resolve
         self.revoke = revoke
+        self.revokeAll = revokeAll
     }
 }
 

@@ -66,6 +66,13 @@ final class EventHub: Sendable {
         end { $0.session == session }
     }
 
+    /// Ends every stream of a user (logged out everywhere).
+    func close(user: String) {
+        let closing = state.withLock { ($0.streams[user] ?? []).compactMap(\.sink) }
+        for sink in closing { sink.finish(with: []) }
+        prune()
+    }
+
     /// Sends an event to every stream of `user`; `data` is built only if there is one (most
     /// readings have no listener).
     func send(user: String, event name: String, _ data: @autoclosure () -> JSONValue) {

@@ -80,6 +80,26 @@ struct HardeningTests {
         #expect(!rebound.contains("rooms"))
     }
 
+    @Test func loggingOutEverywhereEndsEveryTokenAndStreamOfTheUser() async throws {
+        let broker = try await TestBroker()
+        let bridge = try await BridgeProcess(broker: broker)
+        let port = bridge.httpPort
+        let phone = try await APITests.token(port, "Mehmet", "123456")
+        let laptop = try await APITests.token(port, "Mehmet", "123456")
+        let neighbour = try await APITests.token(port, "Cemalettin", "12345")
+        let stream = try EventStreamTests.EventStreamClient(port: port, token: phone)
+        #expect(stream.waitFor("retry: 3000"))
+
+        #expect(try await HTTP.send(port, "/api/v1/logout/all", method: "POST", token: laptop).status == 204)
+        #expect(try await HTTP.send(port, "/api/v1/rooms", method: "GET", token: phone).status == 401)
+        #expect(try await HTTP.send(port, "/api/v1/rooms", method: "GET", token: laptop).status == 401)
+        #expect(try await HTTP.send(port, "/api/v1/rooms", method: "GET", token: neighbour).status == 200)
+        #expect(await eventually(timeout: 5) { !stream.read(for: 0.2) }, "the stream stays open")
+        #expect(await bridge.waitForLog("security: logout_everywhere user=2"))
+        #expect(try await HTTP.send(port, "/api/v1/rooms", method: "GET",
+                                    token: try await APITests.token(port, "Mehmet", "123456")).status == 200)
+    }
+
     @Test func aDatabaseReadableByOthersIsWarnedAboutAtStart() async throws {
         let folder = try TestFiles.makeDirectory("storage-mode")
         defer { try? FileManager.default.removeItem(at: folder) }

@@ -36,6 +36,42 @@ import Testing
                            closeStreams: { id in closed?.record(id) }, now: clock.read)
     }
 
+    /// A token is bound to the account it was issued for: a password change or the user id given to another
+    /// user (across a restart, on the same database and key) ends it; "log out everywhere" ends all of a user's.
+    @Test func tokensAreBoundToTheAccount() throws {
+        let folder = try TestFiles.makeDirectory("session-binding")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let database = try Self.database(folder, "a.sqlite")
+        func service(_ users: [User], closedUsers: Recorder<String>? = nil) throws -> SessionService {
+            try SessionService(signer: SessionService.signer(secret: Self.secret, database: database), ttl: 60,
+                               database: database, logger: Logger(level: .error), users: users,
+                               closeUserStreams: { closedUsers?.record($0) })
+        }
+        let ayse = User(id: "2", username: "Ayse", passwordHash: "$argon2id$first", rooms: [])
+        let first = try service([ayse]).services
+        let token = try first.create("2")
+        #expect(try first.resolve(token)?.userID == "2")
+        #expect(try service([ayse]).services.resolve(token)?.userID == "2", "a restart alone changes nothing")
+
+        var changed = ayse
+        changed.passwordHash = "$argon2id$second"
+        #expect(try service([changed]).services.resolve(token) == nil, "the password changed")
+        let stranger = User(id: "2", username: "Zeynep", passwordHash: "$argon2id$first", rooms: [])
+        #expect(try service([stranger]).services.resolve(token) == nil, "id 2 is someone else now")
+
+        let closed = Recorder<String>()
+        let current = try service([ayse], closedUsers: closed).services
+        let other = try current.create("2")
+        let bob = try current.create("1")
+        try current.revokeAll("2")
+        #expect(try current.resolve(token) == nil)
+        #expect(try current.resolve(other) == nil)
+        #expect(try current.resolve(bob)?.userID == "1", "another user's sessions stay")
+        #expect(closed.all == ["2"], "the user's event streams end")
+        #expect(try service([ayse]).services.resolve(other) == nil, "and after a restart")
+        #expect(try current.resolve(try current.create("2"))?.userID == "2", "a new login works")
+    }
+
     @Test func aSignedTokenVerifiesOnlyIntact() throws {
         let signer = SessionSigner(secret: Self.secret)
         let token = signer.sign(claims.payload)
