@@ -36,6 +36,9 @@ extension HTTPRoutes {
             return authenticated(request, home: home) { session, _ in
                 switch openEvents(session) {
                 case .refused(let message):
+                    securityLog(SecurityEvent(action: "events", user: session.userID,
+                                              address: ClientAddress.of(request, trustedProxies: trustedProxies),
+                                              outcome: "throttled"))
                     var response = HTTPRoutes.error(429, message)
                     response.headers.append(("Retry-After", "60"))
                     return response

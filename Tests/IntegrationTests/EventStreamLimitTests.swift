@@ -77,6 +77,7 @@ struct EventStreamLimitTests {
         }
         #expect(opened == 16)
         #expect(clients.filter { $0.text.hasPrefix("HTTP/1.1 429") }.count == 2)
+        #expect(await bridge.waitForLog("security: events user=2 address=127.0.0.1 outcome=throttled"))
     }
 
     /// A stream ends within about a second of its token's expiry, with a last event saying why.
