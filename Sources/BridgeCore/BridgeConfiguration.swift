@@ -52,7 +52,7 @@ public struct BridgeConfiguration: Sendable {
         /// Comma-separated `Host` names answered (`*`: any); `nil`: loopback names and the bind address
         /// (README "Host names").
         public var allowedHosts: String? = nil
-        /// Comma-separated proxy addresses whose `X-Forwarded-For` is believed (README "Login throttling").
+        /// Comma-separated proxy addresses whose `X-Forwarded-For` is believed (README "Security model").
         public var trustedProxies: String? = nil
 
         /// `trustedProxies` as a set of addresses.

@@ -1,4 +1,4 @@
-/// Who a request comes from, as throttling and the security log see it (README "Login throttling").
+/// Who a request comes from, as throttling and the security log see it (README "Security model").
 public enum ClientAddress {
     /// The client of `request`: the TCP peer, or, when the peer is one of `trustedProxies`, the
     /// address that proxy reports in `X-Forwarded-For` (the right-most entry not itself a trusted

@@ -37,7 +37,7 @@ public struct HTTPRoutes: Sendable {
     public var staticFiles: (@Sendable (_ path: String) -> HTTPResponse?)?
     /// The `Host` names answered; any other is 421 (README "Host names"). `nil` answers every host.
     public var allowedHosts: HostAllowList?
-    /// Peers whose `X-Forwarded-For` names the real client (README "Login throttling").
+    /// Peers whose `X-Forwarded-For` names the real client (README "Security model").
     public var trustedProxies: Set<String> = []
     /// The security log: logouts here; logins go through `loginGate`'s own recorder.
     public var securityLog: @Sendable (SecurityEvent) -> Void = { _ in }

@@ -1,8 +1,8 @@
-/// Slows down password guessing (README "Security model", "Login throttling"), as a value type with
+/// Slows down password guessing (README "Security model"), as a value type with
 /// the clock passed in, so it is tested without waiting.
 ///
 /// - Per username: past a few free failures, each failure blocks that name for a delay that doubles
-///   (contract: 429 with `Retry-After`).
+///   (429 with `Retry-After`).
 /// - Per client address (an IPv6 /64 counts as one): the same with more free failures, but it only
 ///   holds back attempts for unknown usernames and for users who have failures of their own. A
 ///   correct password of a user with no failures is never blocked by its address, so one guesser

@@ -3,7 +3,7 @@ import Glibc
 
 /// Who may read the database's files. The database holds the token signing key (README "Sessions"), so its
 /// folder is created 0700 and its file 0600; SQLite gives the WAL and shared-memory files the database
-/// file's own mode. Files made earlier, or by hand, are reported rather than changed (README "Storage").
+/// file's own mode. Files made earlier, or by hand, are reported rather than changed (README "Sessions").
 public enum StorageFiles {
     /// Creates the folder (0700) and an empty database file (0600) when they don't exist yet.
     static func prepare(path: String) {
