@@ -56,7 +56,7 @@ RUN export DEBIAN_FRONTEND=noninteractive \
     && useradd --system --uid 10001 --gid bridge --home-dir /app --no-create-home \
         --shell /usr/sbin/nologin bridge \
     && mkdir -p /config /data \
-    && chown bridge:bridge /data
+    && chown bridge:bridge /data && chmod 0700 /data
 
 COPY --from=build /out/smarthome-bridge /usr/local/bin/smarthome-bridge
 # The dashboard (http.web_root) and the demo config as a default; the compose stack mounts the

@@ -52,13 +52,24 @@ public enum APIBody {
         return .success(fields)
     }
 
+    /// The longest string field, in bytes: characters can be many bytes each (combining marks), so text is
+    /// bounded by what it costs to store and send, not by what it looks like.
+    static let maxStringBytes = 1024
+
     static func string(_ fields: [String: Any], _ name: String) -> Result<String, Problem> {
         guard let value = fields[name], !(value is NSNull) else {
             return .failure(Problem("field \"\(name)\" is required"))
         }
         guard let text = value as? String else { return .failure(Problem("field \"\(name)\" must be a string")) }
         guard !text.isEmpty else { return .failure(Problem("field \"\(name)\" must not be empty")) }
-        guard text.utf8.count <= 1024 else { return .failure(Problem("field \"\(name)\" is too long")) }
+        guard text.utf8.count <= maxStringBytes else {
+            return .failure(Problem("field \"\(name)\" is too long (at most \(maxStringBytes) bytes of UTF-8)"))
+        }
+        // SQLite and C strings end text at U+0000: "\u0000 hidden" would be stored as "" (README "The
+        // authenticated API (v1)").
+        guard !text.utf8.contains(0) else {
+            return .failure(Problem("field \"\(name)\" must not contain U+0000 (NUL)"))
+        }
         return .success(text)
     }
 }

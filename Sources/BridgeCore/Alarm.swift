@@ -92,6 +92,9 @@ public struct AlarmDraft: Sendable, Equatable {
     public var repeats: Alarm.Repeats
     public var action: Alarm.Action?
 
+    /// A title is at most 100 characters and at most this many bytes: a character may be many bytes.
+    static let maxTitleBytes = 400
+
     /// Parses and validates `{"title","fireDate","isEnabled"?,"repeats"?,"action"?}`; `rooms` are
     /// the ids of the user's own rooms, the only ones an action may name.
     public static func parse(_ bytes: [UInt8], rooms: [Room]) -> Result<AlarmDraft, APIBody.Problem> {
@@ -106,8 +109,8 @@ public struct AlarmDraft: Sendable, Equatable {
             case .failure(let problem): return .failure(problem)
             }
             let trimmed = title.trimmingCharacters(in: .whitespacesAndNewlines)
-            guard (1...100).contains(trimmed.count) else {
-                return .failure(.init("field \"title\" must be 1 to 100 characters"))
+            guard (1...100).contains(trimmed.count), trimmed.utf8.count <= Self.maxTitleBytes else {
+                return .failure(.init("field \"title\" must be 1 to 100 characters and at most \(Self.maxTitleBytes) bytes"))
             }
             guard let dateText = fields["fireDate"] as? String, let fireDate = Alarm.parseDate(dateText) else {
                 return .failure(.init("field \"fireDate\" must be an ISO 8601 date and time, e.g. 2026-12-01T07:00:00Z"))

@@ -35,11 +35,29 @@ public struct BridgeConfiguration: Sendable {
         public var maxConnections = 256
         public var maxConnectionsPerAddress = 64
         public var connectionTimeout = 30.0
+        /// Seconds for a whole request head (README "HTTP", "Connection limits").
+        public var requestHeadTimeout = 10.0
+        /// Event streams one token, and one user, may hold at once (README "Live events").
+        public var maxStreamsPerToken = 8
+        public var maxStreamsPerUser = 16
         public var maxHeaderBytes = 16 * 1024
         public var maxBodyBytes = 64 * 1024
         public var threads = 4
         /// The folder the web dashboard is served from.
         public var webRoot = "web"
+        /// PEM files: with both set, every route is served over TLS on `port` (README "HTTPS").
+        public var tlsCert: String? = nil
+        public var tlsKey: String? = nil
+        /// Comma-separated `Host` names answered (`*`: any); `nil`: loopback names and the bind address
+        /// (README "Host names").
+        public var allowedHosts: String? = nil
+        /// Comma-separated proxy addresses whose `X-Forwarded-For` is believed (README "Security model").
+        public var trustedProxies: String? = nil
+
+        /// `trustedProxies` as a set of addresses.
+        public var trustedProxySet: Set<String> {
+            Set((trustedProxies ?? "").split(separator: ",").map { $0.filter { $0 != " " } }.filter { !$0.isEmpty })
+        }
     }
 
     public struct LightsCommand: Sendable {

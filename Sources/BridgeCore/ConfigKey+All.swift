@@ -73,6 +73,13 @@ extension ConfigKey {
         .int("http.threads", \.http.threads, in: 1...256),
         .duration("http.session_ttl", \.http.sessionTTL, in: 1...(3650 * 86_400)),
         .text("http.web_root", \.http.webRoot),
+        .duration("http.request_head_timeout", \.http.requestHeadTimeout, in: 1...3600),
+        .int("http.max_streams_per_token", \.http.maxStreamsPerToken, in: 1...10_000),
+        .int("http.max_streams_per_user", \.http.maxStreamsPerUser, in: 1...10_000),
+        .text("http.tls.cert", \.http.tlsCert),
+        .text("http.tls.key", \.http.tlsKey),
+        .text("http.allowed_hosts", \.http.allowedHosts),
+        .text("http.trusted_proxies", \.http.trustedProxies),
     ]
 
     private static let source: [ConfigKey] = [

@@ -104,10 +104,8 @@ public struct ConfigLoader {
         if mqtt.reconnectMax < mqtt.reconnectMin {
             issue("mqtt.reconnect_max", "must not be less than mqtt.reconnect_min")
         }
-        if (mqtt.tlsCert == nil) != (mqtt.tlsKey == nil) {
-            let (missing, given) = mqtt.tlsCert == nil ? ("mqtt.tls.cert", "mqtt.tls.key") : ("mqtt.tls.key", "mqtt.tls.cert")
-            if values[missing] == nil { issue(missing, "must be set together with \(given)") }
-        }
+        requireTogether("mqtt.tls.cert", mqtt.tlsCert, "mqtt.tls.key", mqtt.tlsKey)
+        requireTogether("http.tls.cert", config.http.tlsCert, "http.tls.key", config.http.tlsKey)
         if config.source.kind == .rest, values["source.base_url"] == nil {
             issue("source.base_url", "is required when source.kind is rest")
         }
@@ -115,6 +113,13 @@ public struct ConfigLoader {
             issue("cluster.index", "must be less than cluster.instances (\(config.cluster.instances))")
         }
         checkClusterSecret(config.cluster)
+    }
+
+    /// Reports the missing one of two keys that only work together (a certificate and its key).
+    private mutating func requireTogether(_ first: String, _ firstValue: String?, _ second: String, _ secondValue: String?) {
+        guard (firstValue == nil) != (secondValue == nil) else { return }
+        let (missing, given) = firstValue == nil ? (first, second) : (second, first)
+        if values[missing] == nil { issue(missing, "must be set together with \(given)") }
     }
 
     /// The secret keys every instance's session tokens, so it must be shared by all of them and hard

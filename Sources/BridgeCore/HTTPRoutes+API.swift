@@ -9,51 +9,77 @@ extension HTTPRoutes {
             return apiLogin(request, home: home())
         case ["logout"]:
             guard method == "POST" else { return HTTPRoutes.methodNotAllowed(allow: "POST") }
-            return authenticated(request) { _, token in
+            return authenticated(request, home: home) { session, token in
                 do {
                     try sessions.revoke(token)
                 } catch {
                     return failed(request, error)
                 }
+                securityLog(SecurityEvent(action: "logout", user: session.userID,
+                                          address: ClientAddress.of(request, trustedProxies: trustedProxies), outcome: "ok"))
+                return HTTPResponse(status: 204)
+            }
+        case ["logout", "all"]:
+            guard method == "POST" else { return HTTPRoutes.methodNotAllowed(allow: "POST") }
+            return authenticated(request, home: home) { session, _ in
+                do {
+                    try sessions.revokeAll(session.userID)
+                } catch {
+                    return HTTPRoutes.internalError
+                }
+                securityLog(SecurityEvent(action: "logout_everywhere", user: session.userID,
+                                          address: ClientAddress.of(request, trustedProxies: trustedProxies), outcome: "ok"))
                 return HTTPResponse(status: 204)
             }
         case ["events"]:
             guard method == "GET" else { return HTTPRoutes.methodNotAllowed(allow: "GET") }
-            return authenticated(request) { userID, token in
-                let open = openEvents
-                return HTTPResponse(
-                    status: 200,
-                    // Connection: close, so that ending the stream (logout, overflow, shutdown) also
-                    // ends the connection rather than leaving it idle for another request.
-                    headers: [("Content-Type", "text/event-stream; charset=utf-8"), ("Cache-Control", "no-store"),
-                              ("X-Accel-Buffering", "no"), ("Connection", "close")],
-                    body: ServerSentEvents.preamble,
-                    stream: { sink in open(userID, token, sink) }
-                )
+            return authenticated(request, home: home) { session, _ in
+                switch openEvents(session) {
+                case .refused(let message):
+                    securityLog(SecurityEvent(action: "events", user: session.userID,
+                                              address: ClientAddress.of(request, trustedProxies: trustedProxies),
+                                              outcome: "throttled"))
+                    var response = HTTPRoutes.error(429, message)
+                    response.headers.append(("Retry-After", "60"))
+                    return response
+                case .accepted(let attach):
+                    return HTTPResponse(
+                        status: 200,
+                        // Connection: close, so that ending the stream (logout, expiry, overflow, shutdown)
+                        // also ends the connection rather than leaving it idle for another request.
+                        headers: [("Content-Type", "text/event-stream; charset=utf-8"), ("Cache-Control", "no-store"),
+                                  ("X-Accel-Buffering", "no"), ("Connection", "close")],
+                        body: ServerSentEvents.preamble,
+                        stream: attach
+                    )
+                }
             }
         case ["rooms"]:
             guard method == "GET" else { return HTTPRoutes.methodNotAllowed(allow: "GET, HEAD") }
-            return authenticated(request) { userID, _ in
-                guard let user = home().user(id: userID) else { return HTTPRoutes.unauthorized }
+            return authenticated(request, home: home) { session, _ in
+                guard let user = home().user(id: session.userID) else { return HTTPRoutes.unauthorized }
                 return HTTPRoutes.json(SeedShapes.rooms(user))
             }
         case _ where path.count == 2 && path[0] == "rooms":
             guard method == "GET" else { return HTTPRoutes.methodNotAllowed(allow: "GET, HEAD") }
-            return authenticated(request) { userID, _ in roomResponse(user: userID, room: path[1], home: home()) }
+            return authenticated(request, home: home) { session, _ in
+                roomResponse(user: session.userID, room: path[1], home: home())
+            }
         case _ where path.count == 3 && path[0] == "rooms" && path[2] == "history":
             guard method == "GET" else { return HTTPRoutes.methodNotAllowed(allow: "GET, HEAD") }
-            return authenticated(request) { userID, _ in
-                guard let user = home().user(id: userID) else { return HTTPRoutes.unauthorized }
+            return authenticated(request, home: home) { session, _ in
+                guard let user = home().user(id: session.userID) else { return HTTPRoutes.unauthorized }
                 return historyRoute(request, room: path[1], user: user)
             }
         case _ where !path.isEmpty && path[0] == "alarms" && path.count <= 3:
-            return authenticated(request) { userID, _ in
-                guard let user = home().user(id: userID) else { return HTTPRoutes.unauthorized }
+            return authenticated(request, home: home) { session, _ in
+                guard let user = home().user(id: session.userID) else { return HTTPRoutes.unauthorized }
                 return alarmsRoute(request, method: method, path: path, user: user)
             }
         case _ where path.count == 3 && path[0] == "rooms" && path[2] == "lights":
             guard method == "POST" else { return HTTPRoutes.methodNotAllowed(allow: "POST") }
-            return authenticated(request) { userID, _ in
+            return authenticated(request, home: home) { session, _ in
+                let userID = session.userID
                 // Someone else's room and a room that doesn't exist look the same: 404.
                 guard home().user(id: userID)?.room(named: path[1]) != nil else { return HTTPRoutes.notFound }
                 let command: LightCommand
@@ -81,7 +107,7 @@ extension HTTPRoutes {
         case .failure(let problem): return HTTPRoutes.error(400, problem.message)
         }
         switch loginGate.attempt(username: credentials.username, password: credentials.password,
-                                 address: request.clientAddress, in: home) {
+                                 address: ClientAddress.of(request, trustedProxies: trustedProxies), in: home) {
         case .throttled(let wait):
             return HTTPRoutes.tooManyRequests(retryAfter: wait)
         case .denied:
@@ -106,20 +132,22 @@ extension HTTPRoutes {
                                                              extra: [("UpdatedAt", updated ?? .null)]))
     }
 
-    /// Runs `body` with the token's user, or answers 401.
+    /// Runs `body` with the token's session, or answers 401: for a missing, forged, expired or revoked token,
+    /// and for a valid one whose user is no longer configured (README "The authenticated API (v1)").
     private func authenticated(
-        _ request: HTTPRequest, _ body: (_ userID: String, _ token: String) -> HTTPResponse
+        _ request: HTTPRequest, home: () -> Home,
+        _ body: (_ session: SessionServices.Session, _ token: String) -> HTTPResponse
     ) -> HTTPResponse {
         guard let token = HTTPRoutes.bearerToken(request) else { return HTTPRoutes.unauthorized }
-        let userID: String?
+        let session: SessionServices.Session?
         do {
-            userID = try sessions.resolve(token)
+            session = try sessions.resolve(token)
         } catch {
             return failed(request, error)
         }
-        guard let userID else { return HTTPRoutes.unauthorized }
-        prepareUser?(userID)
-        return body(userID, token)
+        guard let session, home().user(id: session.userID) != nil else { return HTTPRoutes.unauthorized }
+        prepareUser?(session.userID)
+        return body(session, token)
     }
 
     /// The token of an `Authorization: Bearer <token>` header.

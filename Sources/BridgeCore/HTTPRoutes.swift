@@ -35,6 +35,12 @@ public struct HTTPRoutes: Sendable {
     public var openEvents: EventStreamOpener
     /// The dashboard's files (`GET /` and what it loads), when there are any.
     public var staticFiles: (@Sendable (_ path: String) -> HTTPResponse?)?
+    /// The `Host` names answered; any other is 421 (README "Host names"). `nil` answers every host.
+    public var allowedHosts: HostAllowList?
+    /// Peers whose `X-Forwarded-For` names the real client (README "Security model").
+    public var trustedProxies: Set<String> = []
+    /// The security log: logouts here; logins go through `loginGate`'s own recorder.
+    public var securityLog: @Sendable (SecurityEvent) -> Void = { _ in }
     /// Called before a route reads a user's state (cluster: fetches the state of a user another
     /// instance owns). May block; it runs on the server's thread.
     public var prepareUser: (@Sendable (_ userID: String) -> Void)?
@@ -72,6 +78,15 @@ public struct HTTPRoutes: Sendable {
     }
 
     private func route(_ request: HTTPRequest, home: () -> Home, health: () -> Health) -> HTTPResponse {
+        // The server has percent-decoded the path: a "%00" is a NUL now, which C libraries (the file system,
+        // SQLite) would take as the end of the text (README "HTTP").
+        if request.path.utf8.contains(0) {
+            return HTTPRoutes.error(400, "the request path must not contain %00 (NUL)")
+        }
+        if let allowedHosts, !allowedHosts.allows(hostHeader: request.headers["host"]) {
+            return HTTPRoutes.error(421, "This bridge does not answer to the host name in the request; "
+                + "add it to http.allowed_hosts")
+        }
         // Split on the byte: the path is UTF-8 and "/" never occurs inside a multi-byte character.
         let segments = request.path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
             .dropFirst().map { String(Substring($0)) }
@@ -88,7 +103,8 @@ public struct HTTPRoutes: Sendable {
             return api(request, method: method, path: Array(segments.dropFirst(2)), home: home)
         case _ where legacyRoutes && segments.count == 3 && segments[0] == "login":
             guard method == "GET" else { return HTTPRoutes.methodNotAllowed(allow: "GET, HEAD") }
-            return legacyLogin(username: segments[1], password: segments[2], address: request.clientAddress,
+            return legacyLogin(username: segments[1], password: segments[2],
+                               address: ClientAddress.of(request, trustedProxies: trustedProxies),
                                home: home())
         case _ where legacyRoutes && (segments.count == 2 || segments.count == 3) && segments[0] == "rooms":
             guard method == "GET" else { return HTTPRoutes.methodNotAllowed(allow: "GET, HEAD") }

@@ -13,56 +13,44 @@ public final class LoginGate: Sendable {
     private let throttle: Mutex<LoginThrottle>
     private let verifyPassword: @Sendable (_ password: String, _ hash: String?) -> Bool
     private let now: @Sendable () -> Double
+    private let record: @Sendable (SecurityEvent) -> Void
 
     /// - Parameters:
     ///   - verifyPassword: checks a password against a user's hash; given `nil` for an unknown user,
     ///     it must take as long as for a known one (no user enumeration by timing).
     ///   - now: seconds on a monotonic clock.
+    ///   - record: told of every attempt and its outcome (the security log), never the password.
     public init(
         policy: LoginThrottle.Policy = .init(),
         verifyPassword: @escaping @Sendable (String, String?) -> Bool,
-        now: @escaping @Sendable () -> Double
+        now: @escaping @Sendable () -> Double,
+        record: @escaping @Sendable (SecurityEvent) -> Void = { _ in }
     ) {
         throttle = Mutex(LoginThrottle(policy: policy))
         self.verifyPassword = verifyPassword
         self.now = now
+        self.record = record
     }
 
     public func attempt(username: String, password: String, address: String, in home: Home) -> Outcome {
-        if let wait = throttle.withLock({ $0.retryAfter(username: username, address: address, now: now()) }) {
-            return .throttled(retryAfter: max(1, Int(wait.rounded(.up))))
-        }
         let user = home.user(username: username)
-        let valid = verifyPassword(password, user?.passwordHash)
-        guard valid, let user else {
-            throttle.withLock { $0.recordFailure(username: username, address: address, now: now()) }
+        let decision = throttle.withLock {
+            $0.reserve(username: username, address: address, knownUser: user != nil, now: now())
+        }
+        guard case .check(let ticket) = decision else {
+            if case .throttled(let wait) = decision {
+                record(SecurityEvent(action: "login", user: username, address: address, outcome: "throttled"))
+                return .throttled(retryAfter: max(1, Int(wait.rounded(.up))))
+            }
             return .denied
         }
-        throttle.withLock { $0.recordSuccess(username: username, now: now()) }
+        let valid = verifyPassword(password, user?.passwordHash)
+        throttle.withLock { $0.finish(ticket, succeeded: valid && user != nil, now: now()) }
+        guard valid, let user else {
+            record(SecurityEvent(action: "login", user: username, address: address, outcome: "denied"))
+            return .denied
+        }
+        record(SecurityEvent(action: "login", user: username, address: address, outcome: "granted"))
         return .granted(user)
     }
 }
-
-/// API sessions as the routes see them; the runtime backs them with the database.
-public struct SessionServices: Sendable {
-    /// Starts a session for a user; returns the token to hand to the client.
-    public var create: @Sendable (_ userID: String) throws -> String
-    /// The user of a live session, `nil` for an unknown, expired or revoked token.
-    public var resolve: @Sendable (_ token: String) throws -> String?
-    public var revoke: @Sendable (_ token: String) throws -> Void
-
-    public init(
-        create: @escaping @Sendable (String) throws -> String,
-        resolve: @escaping @Sendable (String) throws -> String?,
-        revoke: @escaping @Sendable (String) throws -> Void
-    ) {
-        self.create = create
-        self.resolve = resolve
-        self.revoke = revoke
-    }
-}
-
-/// Opens a user's live event stream (`GET /api/v1/events`); the runtime registers the sink with
-/// whatever publishes state changes and events, under the token that opened it so that logging out
-/// ends it too.
-public typealias EventStreamOpener = @Sendable (_ userID: String, _ token: String, _ sink: any HTTPStreamSink) -> Void

@@ -19,6 +19,12 @@ public enum ServerSentEvents {
     /// Sent first: how long the browser waits before reconnecting (milliseconds).
     public static let preamble: [UInt8] = Array("retry: 3000\n\n".utf8)
 
+    /// The last event of a stream whose session (token) has expired; the client logs in again.
+    public static let sessionExpired = event("session_expired", .object([
+        ("type", .string("session_expired")),
+        ("message", .string("the session's token has expired; log in again")),
+    ]))
+
     /// The last event a client too slow to keep up gets before its stream is closed.
     public static let overflow = event("overflow", .object([
         ("type", .string("overflow")),

@@ -1,37 +1,51 @@
 /// What an API token says about its session, before the MAC that makes it trustworthy. The bytes
 /// are: format version (1 byte), session id (16 bytes), expiry in Unix seconds (8 bytes, big
-/// endian), then the user id in UTF-8. Binary rather than JSON so that tokens stay short.
+/// endian), the account binding (8 bytes), then the user id in UTF-8. Binary rather than JSON so
+/// that tokens stay short.
+///
+/// The binding ties the token to the account as it was at login (README "Sessions"): a digest of the
+/// user's id, username and password hash and of the user's logout-everywhere count. A password
+/// change, a user id given to someone else, or "log out everywhere" changes it, and the token dies.
 public struct SessionClaims: Sendable, Equatable {
-    public static let version: UInt8 = 1
+    /// 2 since tokens carry the binding; version 1 tokens are refused (their users log in again).
+    public static let version: UInt8 = 2
     public static let idBytes = 16
-    private static let headerBytes = 1 + idBytes + 8
+    public static let bindingBytes = 8
+    private static let headerBytes = 1 + idBytes + 8 + bindingBytes
 
     /// Random, unique per login: what a revocation names.
     public var id: [UInt8]
     public var userID: String
     /// Unix seconds; the token is dead from this second on.
     public var expiresAt: Int64
+    /// `bindingBytes` bytes naming the account as it was at login.
+    public var binding: [UInt8]
 
-    public init(id: [UInt8], userID: String, expiresAt: Int64) {
+    public init(id: [UInt8], userID: String, expiresAt: Int64,
+                binding: [UInt8] = [UInt8](repeating: 0, count: SessionClaims.bindingBytes)) {
         precondition(id.count == Self.idBytes, "a session id is \(Self.idBytes) bytes")
+        precondition(binding.count == Self.bindingBytes, "a binding is \(Self.bindingBytes) bytes")
         self.id = id
         self.userID = userID
         self.expiresAt = expiresAt
+        self.binding = binding
     }
 
     /// Parses a payload; `nil` for another version, a wrong length or an empty or non-UTF-8 user.
     public init?(payload: [UInt8]) {
         guard payload.count > Self.headerBytes, payload[0] == Self.version else { return nil }
-        let expiry = payload[(1 + Self.idBytes)..<Self.headerBytes].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        let expiryEnd = 1 + Self.idBytes + 8
+        let expiry = payload[(1 + Self.idBytes)..<expiryEnd].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
         guard let user = String(validating: Array(payload[Self.headerBytes...]), as: UTF8.self),
               expiry <= UInt64(Int64.max) else { return nil }
-        self.init(id: Array(payload[1...Self.idBytes]), userID: user, expiresAt: Int64(expiry))
+        self.init(id: Array(payload[1...Self.idBytes]), userID: user, expiresAt: Int64(expiry),
+                  binding: Array(payload[expiryEnd..<Self.headerBytes]))
     }
 
     public var payload: [UInt8] {
         let expiry = UInt64(max(0, expiresAt))
         let expiryBytes = (0..<8).reversed().map { UInt8(truncatingIfNeeded: expiry >> (8 * $0)) }
-        return [Self.version] + id + expiryBytes + Array(userID.utf8)
+        return [Self.version] + id + expiryBytes + binding + Array(userID.utf8)
     }
 
     /// The id as 32 lowercase hex digits: how revocations are stored and sent between instances.

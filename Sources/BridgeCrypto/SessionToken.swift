@@ -35,6 +35,15 @@ public struct SessionSigner: Sendable {
         SessionToken.randomBytes(keyBytes)
     }
 
+    /// A short digest of `bytes` keyed with this signer's key (BLAKE2b): the same on every instance
+    /// with the same key, and meaningless without it.
+    public func digest(_ bytes: [UInt8], count: Int) -> [UInt8] {
+        // BLAKE2b gives at least 16 bytes (crypto_generichash_BYTES_MIN); shorter digests are its prefix.
+        var output = [UInt8](repeating: 0, count: max(16, count))
+        crypto_generichash(&output, output.count, bytes, UInt64(bytes.count), key, key.count)
+        return Array(output.prefix(count))
+    }
+
     /// The token for `payload`.
     public func sign(_ payload: [UInt8]) -> String {
         var mac = [UInt8](repeating: 0, count: Self.macBytes)

@@ -45,6 +45,9 @@ public final class HTTPServer: Sendable {
         boundPort.load(ordering: .acquiring)
     }
 
+    /// Connections the server's connection rules count now (for tests and logs).
+    var connectionCount: Int { dispatcher.connections.count }
+
     /// Stops serving and returns once handlers in progress have finished. Calling it again, or on a server
     /// that never started, does nothing; the server can be started again afterwards.
     public func stop() {

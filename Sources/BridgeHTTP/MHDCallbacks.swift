@@ -1,3 +1,4 @@
+import BridgeCore
 import CMicroHTTPD
 
 // libmicrohttpd's callbacks. They are plain C function pointers (no captured context): the dispatcher arrives
@@ -22,6 +23,7 @@ func mhdAccessHandler(
     guard let existing = requestContext.pointee else {
         // Released by mhdRequestCompleted, which MHD calls for every request that reached this handler.
         requestContext.pointee = Unmanaged.passRetained(PendingRequest()).toOpaque()
+        dispatcher.connections.headCompleted(UInt(bitPattern: connection))
         return dispatcher.headersReceived(on: mhdConnection)
     }
     let pending = Unmanaged<PendingRequest>.fromOpaque(existing).takeUnretainedValue()
@@ -42,7 +44,33 @@ func mhdRequestCompleted(
     requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
     reason: MHD_RequestTerminationCode
 ) {
+    if let cls, let connection {
+        Unmanaged<RequestDispatcher>.fromOpaque(cls).takeUnretainedValue().connections
+            .requestFinished(UInt(bitPattern: connection))
+    }
     guard let requestContext, let pending = requestContext.pointee else { return }
     Unmanaged<PendingRequest>.fromOpaque(pending).release()
     requestContext.pointee = nil
+}
+
+/// `MHD_NotifyConnectionCallback`: a connection opened or closed; `ConnectionGuard` decides which stay.
+func mhdConnectionNotified(
+    cls: UnsafeMutableRawPointer?,
+    connection: OpaquePointer?,
+    socketContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
+    code: MHD_ConnectionNotificationCode
+) {
+    guard let cls, let connection else { return }
+    let dispatcher = Unmanaged<RequestDispatcher>.fromOpaque(cls).takeUnretainedValue()
+    let id = UInt(bitPattern: connection)
+    // MHD_CONNECTION_NOTIFY_STARTED; Swift imports the enum without named cases.
+    if code.rawValue == 0 {
+        // Counted as the login throttle counts: an IPv4 address, or an IPv6 /64.
+        let address = CMicroHTTPD_connection_client_address(connection).flatMap(SocketAddressText.host(of:))
+            .map(ClientAddress.throttleKey)
+        dispatcher.connections.started(id, address: address ?? "", socket: CMicroHTTPD_connection_socket(connection))
+    } else {
+        dispatcher.connections.closed(id)
+        dispatcher.connectionClosed(id)
+    }
 }

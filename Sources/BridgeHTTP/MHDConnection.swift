@@ -48,15 +48,21 @@ struct MHDConnection {
     ) -> MHD_Result {
         let stream = ResponseStream(connection: pointer, initial: response.body, limit: streams.bufferLimit,
                                     onFree: { streams.remove($0) })
+        guard streams.add(stream) else {
+            // Never attached: the route's hold on a stream place is dropped with the response.
+            var busy = RequestDispatcher.error(status: 503, message: "Too many event streams; try again later")
+            busy.headers.append(("Retry-After", "30"))
+            return queue(busy)
+        }
         let retained = Unmanaged.passRetained(stream)
         // Unknown size: MHD uses chunked encoding and asks the reader for each block.
         guard let created = MHD_create_response_from_callback(UInt64.max, 4096, mhdStreamReader, retained.toOpaque(),
                                                               mhdStreamFreed)
         else {
             retained.release()
+            streams.remove(stream)
             return .NO
         }
-        streams.add(stream)
         // A small kernel send buffer: a client that stops reading then backs up into the stream's own
         // bounded buffer within seconds, instead of into megabytes of autotuned socket memory.
         var sendBuffer: Int32 = 32 * 1024

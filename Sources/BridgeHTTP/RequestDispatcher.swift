@@ -10,10 +10,21 @@ final class RequestDispatcher: Sendable {
     let maxBodyBytes: Int
     /// Streamed responses in progress, ended before the daemon stops.
     let streams: StreamRegistry
+    /// Which connections are kept: head deadline, per-address limit, reserved slots.
+    let connections: ConnectionGuard
+    /// Connections whose current request decoded a `%00` in its path or query (see `URLUnescaping`).
+    private let withNUL = Mutex<Set<UInt>>([])
 
     init(configuration: HTTPServerConfiguration, handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse) {
         self.handler = handler
-        streams = StreamRegistry(bufferLimit: configuration.maxStreamBufferBytes)
+        // Streams hold their connection for as long as they run, so they may take at most half the slots: the
+        // rest stay for ordinary requests (README "Live events").
+        streams = StreamRegistry(bufferLimit: configuration.maxStreamBufferBytes,
+                                 capacity: max(1, configuration.maxConnections / 2))
+        connections = ConnectionGuard(limits: ConnectionAdmission.Limits(
+            maxConnections: max(configuration.maxConnections, 1),
+            maxPerAddress: max(configuration.maxConnectionsPerAddress, 1),
+            headTimeout: configuration.requestHeadTimeoutSeconds))
         self.maxHeaderBytes = configuration.maxHeaderBytes
         self.maxBodyBytes = configuration.maxBodyBytes
     }
@@ -21,6 +32,9 @@ final class RequestDispatcher: Sendable {
     /// First access-handler call of a request: headers are parsed, no body has been read.
     /// Refusing here lets MHD skip the body and close the connection instead of reading it.
     func headersReceived(on connection: MHDConnection) -> MHD_Result {
+        if withNUL.withLock({ $0.remove(UInt(bitPattern: connection.pointer)) != nil }) {
+            return connection.queue(Self.error(status: 400, message: "the request path or query must not contain %00 (NUL)"))
+        }
         // The memory limit given to MHD leaves headroom above maxHeaderBytes (see DaemonHandle), so the exact
         // limit is enforced here.
         if connection.requestHeaderSize > maxHeaderBytes {
@@ -30,6 +44,16 @@ final class RequestDispatcher: Sendable {
             return connection.queue(Self.bodyTooLarge)
         }
         return .YES
+    }
+
+    /// MHD decoded a NUL in the path or query of the request now arriving on `connection`.
+    func requestHasNUL(_ connection: UInt) {
+        withNUL.withLock { _ = $0.insert(connection) }
+    }
+
+    /// A connection closed: forget a NUL mark its last request may have left (MHD refused it before the handler).
+    func connectionClosed(_ connection: UInt) {
+        withNUL.withLock { _ = $0.remove(connection) }
     }
 
     /// Last access-handler call of a request: the whole body has been read.
@@ -68,25 +92,33 @@ final class RequestDispatcher: Sendable {
 
     private static let bodyTooLarge = error(status: 413, message: "Request body too large")
 
-    private static func error(status: Int, message: String) -> HTTPResponse {
-        HTTPResponse(
-            status: status,
-            headers: [(name: "Content-Type", value: "application/json")],
-            body: Array(#"{"error":{"message":"\#(message)"}}"#.utf8)
-        )
+    /// The server's own refusals, in the shape and with the headers of every other answer (README "HTTP").
+    static func error(status: Int, message: String) -> HTTPResponse {
+        var response = HTTPRoutes.error(status, message)
+        response.headers.append(contentsOf: HTTPRoutes.securityHeaders)
+        return response
     }
 }
 
-/// The streamed responses in progress, so the server can end them before stopping.
+/// The streamed responses in progress, at most `capacity`, so the server can end them before stopping.
 final class StreamRegistry: Sendable {
     let bufferLimit: Int
+    let capacity: Int
     private let live = Mutex<[ObjectIdentifier: ResponseStream]>([:])
 
-    init(bufferLimit: Int) {
+    init(bufferLimit: Int, capacity: Int) {
         self.bufferLimit = bufferLimit
+        self.capacity = capacity
     }
 
-    func add(_ stream: ResponseStream) { live.withLock { $0[ObjectIdentifier(stream)] = stream } }
+    /// Adds a stream unless `capacity` are running; checked and added under one lock.
+    func add(_ stream: ResponseStream) -> Bool {
+        live.withLock { live in
+            guard live.count < capacity else { return false }
+            live[ObjectIdentifier(stream)] = stream
+            return true
+        }
+    }
 
     func remove(_ stream: ResponseStream) { live.withLock { $0[ObjectIdentifier(stream)] = nil } }
 

@@ -68,9 +68,13 @@ extension Bridge {
             maxConnections: http.maxConnections,
             maxConnectionsPerAddress: http.maxConnectionsPerAddress,
             connectionTimeoutSeconds: Int(http.connectionTimeout.rounded(.up)),
+            requestHeadTimeoutSeconds: http.requestHeadTimeout,
             maxHeaderBytes: http.maxHeaderBytes,
             maxBodyBytes: http.maxBodyBytes,
-            threadPoolSize: http.threads
+            threadPoolSize: http.threads,
+            tls: http.tlsCert.flatMap { cert in
+                http.tlsKey.map { HTTPServerConfiguration.TLS(certificateFile: cert, keyFile: $0) }
+            }
         )
     }
 

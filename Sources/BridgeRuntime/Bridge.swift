@@ -39,6 +39,10 @@ public final class Bridge: Sendable {
         } catch {
             throw RuntimeError("cannot open storage.path \(configuration.storage.path): \(error.description)")
         }
+        for file in StorageFiles.readableByOthers(databasePath: database.path) {
+            logger.warning("storage readable by other users; it holds the token signing key: chmod go-rwx it",
+                           ["file": file])
+        }
         let topics = Topics(base: configuration.mqtt.baseTopic)
         let clustered = configuration.cluster.instances > 1
         let outbound = Outbound(broker: mqtt, qos: configuration.mqtt.qos, logger: logger)
@@ -63,7 +67,8 @@ public final class Bridge: Sendable {
                                       instanceOnline: { $0 == configuration.cluster.index || online.contains($0) })
         history = HistoryStore(database: database)
         let recorder = HistoryRecorder(store: history, retentionDays: configuration.storage.retentionDays, logger: logger)
-        let events = EventHub()
+        let events = EventHub(limits: .init(perSession: configuration.http.maxStreamsPerToken,
+                                            perUser: configuration.http.maxStreamsPerUser))
         for subscriber in [recorder, events, commands] as [any StateSubscriber] { bus.subscribe(subscriber) }
         let sessions = try SessionService(configuration: configuration, database: database, events: events,
                                           logger: logger)
@@ -107,7 +112,8 @@ public final class Bridge: Sendable {
     /// then shuts the features down in reverse order, disconnects and stops serving.
     public func run() async throws {
         try http.start()
-        logger.info("HTTP listening", ["bind": configuration.http.bind, "port": String(http.port)])
+        logger.info("HTTP listening", ["bind": configuration.http.bind, "port": String(http.port),
+                                       "scheme": configuration.http.tlsCert == nil ? "http" : "https"])
         warnAboutSettings()
         controller.seed(source.initialReadings())
         do {
@@ -138,6 +144,9 @@ public final class Bridge: Sendable {
     }
 
     private func warnAboutSettings() {
+        for warning in configuration.warnings {
+            logger.warning("UNSAFE: " + warning)
+        }
         if configuration.http.legacyRoutes {
             logger.warning("legacy seed routes are on: /login/:username/:password carries passwords in URLs; "
                 + "turn http.legacy_routes off unless an old app needs them")

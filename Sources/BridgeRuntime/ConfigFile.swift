@@ -15,7 +15,25 @@ public enum ConfigFile {
         } catch {
             return .failure(ConfigIssues(issues: [error]))
         }
-        return ConfigLoader.load(document, environment: environment)
+        return ConfigLoader.load(document, environment: environment).flatMap { config in
+            let problems = fileIssues(config)
+            return problems.isEmpty ? .success(config) : .failure(ConfigIssues(issues: problems))
+        }
+    }
+
+    /// The files the config names that must be readable at start, checked here so that `check-config` and
+    /// start-up name the key rather than failing later with a library's message.
+    static func fileIssues(_ config: BridgeConfiguration) -> [ConfigIssue] {
+        [("http.tls.cert", config.http.tlsCert), ("http.tls.key", config.http.tlsKey)].compactMap { key, path in
+            guard let path else { return nil }
+            guard let data = FileManager.default.contents(atPath: path) else {
+                return ConfigIssue(path: key, message: "cannot read \(path)")
+            }
+            guard String(decoding: data, as: UTF8.self).contains("-----BEGIN ") else {
+                return ConfigIssue(path: key, message: "\(path) is not a PEM file (no -----BEGIN line)")
+            }
+            return nil
+        }
     }
 
     /// What is worth a warning but does not stop the bridge, logged at start and listed by
@@ -26,6 +44,8 @@ public enum ConfigFile {
         if let configuration, let problem = missingWebRoot(configuration.http.webRoot) {
             warnings.append(ConfigIssue(path: "http.web_root", message: problem))
         }
+        // Valid but unsafe settings (README "Security model").
+        for unsafe in configuration?.warnings ?? [] { warnings.append(ConfigIssue(path: "UNSAFE", message: unsafe)) }
         return warnings
     }
 

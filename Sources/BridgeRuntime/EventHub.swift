@@ -5,30 +5,75 @@ import Synchronization
 /// Fans the bridge's state changes and events out to `GET /api/v1/events` clients, each only its
 /// own user's. Writing never blocks: a client too far behind gets one `overflow` event and is
 /// dropped, so a stalled browser can't slow the bridge down.
+///
+/// Streams are bounded per session and per user (README "Live events"), so one token can't hold the
+/// server's connections; a stream ends when its session is revoked or expires.
 final class EventHub: BridgeFeature, StateSubscriber {
     let name = "event-streams"
     /// Seconds between heartbeats (README, "Live events").
     static let heartbeatInterval = 15.0
 
+
+    /// How many streams one session (token) and one user may hold at once.
+    struct Limits: Sendable {
+        var perSession = 8
+        var perUser = 16
+    }
+
     private struct Stream {
-        var sink: any HTTPStreamSink
+        /// `nil` while the place is held and the server has not yet attached the client.
+        var sink: (any HTTPStreamSink)?
         /// The id of the session whose token opened it, so revoking the session (here or on another
         /// instance) ends it.
         var session: String
+        /// Unix seconds: the session's expiry, when the stream ends too.
+        var expiresAt: Int64
+        /// Tells the places of one user apart.
+        var number: UInt64
     }
 
-    private let streams = Mutex<[String: [Stream]]>([:])
+    private struct State {
+        var streams: [String: [Stream]] = [:]
+        var nextNumber: UInt64 = 0
+    }
 
-    /// Adds a client's stream for a user.
-    func open(user: String, session: String, sink: any HTTPStreamSink) {
-        streams.withLock { $0[user, default: []].append(Stream(sink: sink, session: session)) }
+    let limits: Limits
+    private let state = Mutex(State())
+    private let now: @Sendable () -> Date
+
+    init(limits: Limits = Limits(), now: @escaping @Sendable () -> Date = { Date() }) {
+        self.limits = limits
+        self.now = now
+    }
+
+    /// Holds a place for a stream of `session`, or refuses when the session or its user has too many.
+    /// Check and reservation happen under one lock, so parallel requests can't exceed the limits.
+    func open(_ session: SessionServices.Session) -> EventStreamOpening {
+        let number = state.withLock { state -> UInt64? in
+            let mine = state.streams[session.userID] ?? []
+            guard mine.count < limits.perUser,
+                  mine.count(where: { $0.session == session.id }) < limits.perSession else { return nil }
+            state.nextNumber += 1
+            state.streams[session.userID, default: []].append(
+                Stream(sink: nil, session: session.id, expiresAt: session.expiresAt, number: state.nextNumber))
+            return state.nextNumber
+        }
+        guard let number else {
+            return .refused("Too many event streams for this token or user (at most \(limits.perSession) per "
+                + "token, \(limits.perUser) per user); close one first")
+        }
+        let place = Place(hub: self, user: session.userID, number: number)
+        return .accepted { sink in place.attach(sink) }
     }
 
     /// Ends the streams a session opened (it was revoked).
     func close(session: String) {
-        let closing = streams.withLock { current in
-            current.values.flatMap { $0 }.filter { $0.session == session }.map(\.sink)
-        }
+        end { $0.session == session }
+    }
+
+    /// Ends every stream of a user (logged out everywhere).
+    func close(user: String) {
+        let closing = state.withLock { ($0.streams[user] ?? []).compactMap(\.sink) }
         for sink in closing { sink.finish(with: []) }
         prune()
     }
@@ -42,12 +87,12 @@ final class EventHub: BridgeFeature, StateSubscriber {
 
     /// Whether a user has a client listening.
     func hasStreams(user: String) -> Bool {
-        streams.withLock { $0[user]?.isEmpty == false }
+        state.withLock { $0.streams[user]?.contains { $0.sink != nil } == true }
     }
 
     /// Sends an event already in the line format to every stream of `user`.
     func send(user: String, bytes: [UInt8]) {
-        let targets = streams.withLock { ($0[user] ?? []).map(\.sink) }
+        let targets = state.withLock { ($0.streams[user] ?? []).compactMap(\.sink) }
         guard !targets.isEmpty else { return }
         var failed = false
         for sink in targets where !sink.write(bytes) {
@@ -83,33 +128,95 @@ final class EventHub: BridgeFeature, StateSubscriber {
         await run(interval: Self.heartbeatInterval)
     }
 
-    /// Sends a heartbeat comment to every stream every `interval` seconds, which also finds
-    /// clients that went away, until cancelled; then ends every stream.
+    /// Every second ends the streams whose session has expired; every `interval` seconds sends a
+    /// heartbeat comment to every stream, which also finds clients that went away. Until cancelled;
+    /// then ends every stream.
     func run(interval: Double) async {
+        var sinceHeartbeat = 0.0
         while !Task.isCancelled {
-            do { try await Task.sleep(for: .milliseconds(Int(interval * 1000))) } catch { break }
-            let all = streams.withLock { $0.values.flatMap { $0 }.map(\.sink) }
+            do { try await Task.sleep(for: .seconds(1)) } catch { break }
+            endExpired()
+            sinceHeartbeat += 1
+            guard sinceHeartbeat >= interval else { continue }
+            sinceHeartbeat = 0
+            let all = state.withLock { $0.streams.values.flatMap { $0 }.compactMap(\.sink) }
             for sink in all where !sink.write(ServerSentEvents.heartbeat) {
                 sink.finish(with: ServerSentEvents.overflow)
             }
             prune()
         }
-        let all = streams.withLock { current -> [any HTTPStreamSink] in
-            defer { current.removeAll() }
-            return current.values.flatMap { $0 }.map(\.sink)
+        let all = state.withLock { state -> [any HTTPStreamSink] in
+            defer { state.streams.removeAll() }
+            return state.streams.values.flatMap { $0 }.compactMap(\.sink)
         }
         for sink in all { sink.finish(with: []) }
     }
 
-    /// How many clients are connected (for logs and tests).
-    var count: Int { streams.withLock { $0.values.reduce(0) { $0 + $1.count } } }
+    /// Ends the streams of sessions that have expired, with a last `session_expired` event.
+    func endExpired() {
+        let second = Int64(now().timeIntervalSince1970)
+        end(with: ServerSentEvents.sessionExpired) { $0.expiresAt <= second }
+    }
 
+    /// How many clients are connected (for logs and tests).
+    var count: Int { state.withLock { $0.streams.values.reduce(0) { $0 + $1.count { $0.sink != nil } } } }
+
+    private func end(with last: [UInt8] = [], where matches: (Stream) -> Bool) {
+        let closing = state.withLock { state in
+            state.streams.values.flatMap { $0 }.filter(matches).compactMap(\.sink)
+        }
+        for sink in closing { sink.finish(with: last) }
+        prune()
+    }
+
+    /// Drops ended streams; places not yet attached stay until attached or given up.
     private func prune() {
-        streams.withLock { current in
-            for (user, sinks) in current {
-                let open = sinks.filter { !$0.sink.isClosed }
-                current[user] = open.isEmpty ? nil : open
+        state.withLock { state in
+            for (user, streams) in state.streams {
+                let open = streams.filter { $0.sink.map { !$0.isClosed } ?? true }
+                state.streams[user] = open.isEmpty ? nil : open
             }
         }
+    }
+
+    fileprivate func attach(_ sink: any HTTPStreamSink, user: String, number: UInt64) {
+        let held = state.withLock { state -> Bool in
+            guard let index = state.streams[user]?.firstIndex(where: { $0.number == number }) else { return false }
+            state.streams[user]?[index].sink = sink
+            return true
+        }
+        // The bridge is stopping (`run` has let go of every stream): this one ends too.
+        if !held { sink.finish(with: []) }
+    }
+
+    fileprivate func release(user: String, number: UInt64) {
+        state.withLock { state in
+            state.streams[user]?.removeAll { $0.number == number && $0.sink == nil }
+            if state.streams[user]?.isEmpty == true { state.streams[user] = nil }
+        }
+    }
+}
+
+/// A place held for one stream. The server calls `attach` once the answer is queued; if it never does (the
+/// client went away, or the server had no stream slot left), the place is freed when this goes away.
+private final class Place: Sendable {
+    private let hub: EventHub
+    private let user: String
+    private let number: UInt64
+    private let attached = Atomic<Bool>(false)
+
+    init(hub: EventHub, user: String, number: UInt64) {
+        self.hub = hub
+        self.user = user
+        self.number = number
+    }
+
+    func attach(_ sink: any HTTPStreamSink) {
+        guard !attached.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        hub.attach(sink, user: user, number: number)
+    }
+
+    deinit {
+        if !attached.load(ordering: .acquiring) { hub.release(user: user, number: number) }
     }
 }

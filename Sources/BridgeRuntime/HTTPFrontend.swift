@@ -31,15 +31,14 @@ enum HTTPFrontend {
             legacyRoutes: configuration.http.legacyRoutes,
             loginGate: LoginGate(
                 verifyPassword: { password, hash in PasswordHasher.verify(password: password, userHash: hash) },
-                now: { Date().timeIntervalSinceReferenceDate }
+                now: { Date().timeIntervalSinceReferenceDate },
+                record: SecurityLog.recorder(logger)
             ),
             sessions: parts.sessions.services,
             alarms: parts.alarms,
             history: parts.history,
             schedule: parts.schedule,
-            openEvents: { [events = parts.events, sessions = parts.sessions] user, token, sink in
-                events.open(user: user, session: sessions.sessionID(of: token) ?? token, sink: sink)
-            },
+            openEvents: { [events = parts.events] session in events.open(session) },
             staticFiles: dashboard,
             switchLight: { [commands = parts.commands] user, room, command in
                 commands.switchAndWait(command, user: user, room: room)
@@ -49,6 +48,9 @@ enum HTTPFrontend {
             routes.prepareUser = { user in mirrors.ensure(user: user) }
         }
         routes.roomDocuments = parts.roomDocuments
+        routes.allowedHosts = HostAllowList(configured: configuration.http.allowedHosts, bind: configuration.http.bind)
+        routes.trustedProxies = configuration.http.trustedProxySet
+        routes.securityLog = SecurityLog.recorder(logger)
         routes.reportFailure = { (request: HTTPRequest, error: any Error) in
             // The legacy login route carries a password in its path: never logged.
             let path = request.path.hasPrefix("/login/") ? "/login/…" : request.path

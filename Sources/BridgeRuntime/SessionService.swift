@@ -26,23 +26,36 @@ public final class SessionService: Sendable {
     private let verified = Mutex<[String: SessionClaims]>([:])
     private static let verifiedCapacity = 4096
     private let closeStreams: @Sendable (_ sessionID: String) -> Void
+    private let closeUserStreams: @Sendable (_ userID: String) -> Void
+    /// The configured users by id: what a token's binding is checked against.
+    private let accounts: [String: User]
+    /// Each user's current binding (`SessionClaims.binding`), made on first use.
+    private let bindings = Mutex<[String: [UInt8]]>([:])
+    private let settings: SettingsStore
     private let logger: Logger
     private let now: @Sendable () -> Date
 
     /// Loads the revocations still in force, deleting the expired ones.
     /// - Parameters:
     ///   - ttl: seconds a new token lives (rounded up to a whole second).
+    ///   - users: the configured users; a token is good only while its user's id, username and
+    ///     password hash are what they were at login (README "Sessions").
     ///   - closeStreams: ends the event streams a revoked session opened.
+    ///   - closeUserStreams: ends every event stream of a user (log out everywhere).
     ///   - now: the wall clock, which expiries are in.
     public init(
-        signer: SessionSigner, ttl: Double, database: Database, logger: Logger,
+        signer: SessionSigner, ttl: Double, database: Database, logger: Logger, users: [User] = [],
         closeStreams: @escaping @Sendable (_ sessionID: String) -> Void = { _ in },
+        closeUserStreams: @escaping @Sendable (_ userID: String) -> Void = { _ in },
         now: @escaping @Sendable () -> Date = { Date() }
     ) throws(StorageError) {
         self.signer = signer
         self.ttl = ttl
         self.logger = logger
         self.closeStreams = closeStreams
+        self.closeUserStreams = closeUserStreams
+        accounts = Dictionary(users.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        settings = SettingsStore(database: database)
         self.now = now
         store = RevocationStore(database: database)
         let seconds = Int64(now().timeIntervalSince1970)
@@ -59,7 +72,9 @@ public final class SessionService: Sendable {
                      logger: Logger) throws {
         let signer = try SessionService.signer(secret: configuration.cluster.secret, database: database)
         try self.init(signer: signer, ttl: configuration.http.sessionTTL, database: database, logger: logger,
-                      closeStreams: { session in events.close(session: session) })
+                      users: configuration.users,
+                      closeStreams: { session in events.close(session: session) },
+                      closeUserStreams: { user in events.close(user: user) })
     }
 
     /// The key from `secret` when there is one; otherwise this database's key, made on first use
@@ -78,9 +93,10 @@ public final class SessionService: Sendable {
     /// What the routes call.
     public var services: SessionServices {
         SessionServices(
-            create: { [self] userID in issue(userID: userID) },
-            resolve: { [self] token in userID(of: token) },
-            revoke: { [self] token in try revoke(token: token) }
+            create: { [self] userID in try issue(userID: userID) },
+            resolve: { [self] token in try session(of: token) },
+            revoke: { [self] token in try self.revoke(token: token) },
+            revokeAll: { [self] userID in try self.revokeAll(userID: userID) }
         )
     }
 
@@ -103,22 +119,52 @@ public final class SessionService: Sendable {
         return true
     }
 
-    /// The id of a valid token's session: what event streams are filed under.
-    func sessionID(of token: String) -> String? {
-        claims(of: token)?.idText
-    }
-
-    private func issue(userID: String) -> String {
+    private func issue(userID: String) throws -> String {
         let expiry = Int64((now().timeIntervalSince1970 + ttl).rounded(.up))
         let claims = SessionClaims(id: SessionToken.randomBytes(SessionClaims.idBytes), userID: userID,
-                                   expiresAt: expiry)
+                                   expiresAt: expiry, binding: try binding(of: userID))
         return signer.sign(claims.payload)
     }
 
-    private func userID(of token: String) -> String? {
+    private func session(of token: String) throws -> SessionServices.Session? {
         guard let claims = claims(of: token), !claims.isExpired(atUnixSeconds: now().timeIntervalSince1970),
-              !revoked.withLock({ $0.contains(id: claims.idText) }) else { return nil }
-        return claims.userID
+              !revoked.withLock({ $0.contains(id: claims.idText) }),
+              try claims.binding == binding(of: claims.userID) else { return nil }
+        return SessionServices.Session(userID: claims.userID, id: claims.idText, expiresAt: claims.expiresAt)
+    }
+
+    /// The account as it is now, as a token carries it: a keyed digest of the user's id, username and
+    /// password hash and of the times the user logged out everywhere (kept in the database's settings).
+    /// Made and cached under the cache's lock, so a logout everywhere can't be undone by a stale entry.
+    private func binding(of userID: String) throws -> [UInt8] {
+        try bindings.withLock { (cache: inout [String: [UInt8]]) throws(StorageError) -> [UInt8] in
+            if let known = cache[userID] { return known }
+            let generation = try settings.value(of: Self.generationKey(userID)) ?? "0"
+            let account = accounts[userID]
+            let parts = ["account v1", userID, account?.username ?? "", account?.passwordHash ?? "", generation]
+            let digest = signer.digest(Array(parts.joined(separator: "\u{0}").utf8), count: SessionClaims.bindingBytes)
+            cache[userID] = digest
+            return digest
+        }
+    }
+
+    private static func generationKey(_ userID: String) -> String { "session_generation:" + userID }
+
+    /// Ends every session of a user, here and after restarts: the user's generation goes up, which
+    /// changes the binding every one of its tokens carries; its event streams end at once.
+    private func revokeAll(userID: String) throws {
+        let key = Self.generationKey(userID)
+        do {
+            try bindings.withLock { (cache: inout [String: [UInt8]]) throws(StorageError) in
+                let next = (Int(try settings.value(of: key) ?? "0") ?? 0) + 1
+                try settings.set(key, to: String(next))
+                cache[userID] = nil
+            }
+        } catch {
+            logger.error("cannot store a logout everywhere", ["error": "\(error)"])
+            throw error
+        }
+        closeUserStreams(userID)
     }
 
     private func revoke(token: String) throws {

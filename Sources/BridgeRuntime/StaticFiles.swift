@@ -29,7 +29,8 @@ struct StaticFiles: Sendable {
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue else {
             return nil
         }
-        root = URL(fileURLWithPath: path).standardizedFileURL
+        // Resolved once, so the prefix check below compares real paths (the root may itself be a link).
+        root = URL(fileURLWithPath: path).standardizedFileURL.resolvingSymlinksInPath()
     }
 
     /// The file for a request path (`/` is `index.html`), or `nil` when there is none.
@@ -38,7 +39,11 @@ struct StaticFiles: Sendable {
         let segments = relative.split(separator: "/", omittingEmptySubsequences: false)
         // No way out of the folder, no hidden files, no empty segments.
         guard !segments.isEmpty, segments.allSatisfy({ !$0.isEmpty && !$0.hasPrefix(".") }) else { return nil }
-        let file = root.appendingPathComponent(relative).standardizedFileURL
+        // NUL would end the path inside the C library ("index.html%00.png" would read index.html as an image);
+        // the router refuses it already, and this keeps the folder safe on its own.
+        guard !relative.utf8.contains(0) else { return nil }
+        // Links are resolved before the prefix check, so a link inside the folder can't serve a file outside it.
+        let file = root.appendingPathComponent(relative).standardizedFileURL.resolvingSymlinksInPath()
         guard file.path.hasPrefix(root.path + "/"),
               let type = StaticFiles.contentTypes[file.pathExtension.lowercased()],
               let data = FileManager.default.contents(atPath: file.path)

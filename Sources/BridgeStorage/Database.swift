@@ -31,13 +31,11 @@ public final class Database: Sendable {
     private let connection: Mutex<DatabaseConnection>
     public let path: String
 
-    /// Opens (creating if needed, with its folder) and migrates the database at `path`.
+    /// Opens (creating if needed, with its folder: 0700 and 0600, see `StorageFiles`) and migrates the database
+    /// at `path`.
     public init(path: String, migrations: [Migration] = Migration.all) throws(StorageError) {
         self.path = path
-        let folder = (path as NSString).deletingLastPathComponent
-        if !folder.isEmpty {
-            try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        }
+        StorageFiles.prepare(path: path)
         var raw: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
         let rc = sqlite3_open_v2(path, &raw, flags, nil)

@@ -19,6 +19,11 @@ public struct SettingsStore: Sendable {
         return stored
     }
 
+    /// Stores `value` under `key`, replacing what was there.
+    public func set(_ key: String, to value: String) throws(StorageError) {
+        _ = try database.execute("INSERT OR REPLACE INTO settings (key, value) VALUES (?, ?)", [.text(key), .text(value)])
+    }
+
     public func value(of key: String) throws(StorageError) -> String? {
         try database.query("SELECT value FROM settings WHERE key = ?", [.text(key)]).first?.first?.text
     }

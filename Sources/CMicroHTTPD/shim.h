@@ -26,22 +26,43 @@ static inline struct MHD_Daemon *CMicroHTTPD_start_daemon(
     void *access_handler_cls,
     MHD_RequestCompletedCallback completed_handler,
     void *completed_handler_cls,
+    MHD_NotifyConnectionCallback connection_handler,
+    void *connection_handler_cls,
+    size_t (*unescape_handler)(void *cls, struct MHD_Connection *connection, char *text),
+    void *unescape_handler_cls,
     unsigned int thread_pool_size,
     unsigned int connection_limit,
     unsigned int per_ip_connection_limit,
     unsigned int connection_timeout_seconds,
-    size_t connection_memory_limit)
+    size_t connection_memory_limit,
+    const char *tls_key_pem,
+    const char *tls_cert_pem)
 {
+    /* TLS options through MHD_OPTION_ARRAY, so one call serves both: without a key the array is empty. */
+    struct MHD_OptionItem tls[] = {
+        { tls_key_pem != NULL ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, (void *) tls_key_pem },
+        { MHD_OPTION_HTTPS_MEM_CERT, 0, (void *) tls_cert_pem },
+        { MHD_OPTION_END, 0, NULL },
+    };
     return MHD_start_daemon(
         flags, 0, NULL, NULL, access_handler, access_handler_cls,
         MHD_OPTION_LISTEN_SOCKET, listen_socket,
         MHD_OPTION_NOTIFY_COMPLETED, completed_handler, completed_handler_cls,
+        MHD_OPTION_NOTIFY_CONNECTION, connection_handler, connection_handler_cls,
+        MHD_OPTION_UNESCAPE_CALLBACK, unescape_handler, unescape_handler_cls,
         MHD_OPTION_THREAD_POOL_SIZE, thread_pool_size,
         MHD_OPTION_CONNECTION_LIMIT, connection_limit,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip_connection_limit,
         MHD_OPTION_CONNECTION_TIMEOUT, connection_timeout_seconds,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, connection_memory_limit,
+        MHD_OPTION_ARRAY, tls,
         MHD_OPTION_END);
+}
+
+/* Whether this libmicrohttpd was built with TLS (GnuTLS); MHD_is_feature_supported takes an enum. */
+static inline int CMicroHTTPD_supports_tls(void)
+{
+    return MHD_is_feature_supported(MHD_FEATURE_TLS) == MHD_YES;
 }
 
 /* The peer address of a connection, or NULL when MHD cannot tell (MHD_get_connection_info is variadic). */

@@ -117,6 +117,12 @@ import Testing
         (#"{"title":"","fireDate":"2026-12-01T07:00:00Z"}"#, "field \"title\""),
         (#"{"title":"   ","fireDate":"2026-12-01T07:00:00Z"}"#, "field \"title\" must be 1 to 100 characters"),
         ("{\"title\":\"\(String(repeating: "x", count: 101))\",\"fireDate\":\"2026-12-01T07:00:00Z\"}", "1 to 100"),
+        (#"{"title":"\u0000 hidden","fireDate":"2026-12-01T07:00:00Z"}"#, "field \"title\" must not contain U+0000"),
+        // 50 characters, each an "e" with 9 combining accents: 50 × 19 = 950 bytes.
+        ("{\"title\":\"\(String(repeating: "e" + String(repeating: "\u{301}", count: 9), count: 50))\","
+            + "\"fireDate\":\"2026-12-01T07:00:00Z\"}", "at most 400 bytes"),
+        ("{\"title\":\"\(String(repeating: "x", count: 1025))\",\"fireDate\":\"2026-12-01T07:00:00Z\"}",
+         "at most 1024 bytes"),
         (#"{"title":"x","fireDate":"tomorrow"}"#, "field \"fireDate\""),
         (#"{"title":"x"}"#, "field \"fireDate\""),
         (#"{"title":"x","fireDate":"2026-12-01T07:00:00Z","repeats":"weekly"}"#, "field \"repeats\""),

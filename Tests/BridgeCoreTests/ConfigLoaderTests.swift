@@ -72,6 +72,27 @@ import Testing
         #expect(config.log.level == .debug)
     }
 
+    @Test func theRequestHeadDeadlineIsADurationWithADefault() throws {
+        #expect(try load(["users": Fixtures.minimalUsers]).get().http.requestHeadTimeout == 10)
+        let set = try load(["http": ["request_head_timeout": "5s"] as KeyValuePairs<String, Any>,
+                            "users": Fixtures.minimalUsers]).get()
+        #expect(set.http.requestHeadTimeout == 5)
+        let bad = issues(["http": ["request_head_timeout": "0"] as KeyValuePairs<String, Any>,
+                          "users": Fixtures.minimalUsers])
+        #expect(bad.map(\.path) == ["http.request_head_timeout"])
+    }
+
+    @Test func eventStreamLimitsPerTokenAndUser() throws {
+        let defaults = try load(["users": Fixtures.minimalUsers]).get().http
+        #expect((defaults.maxStreamsPerToken, defaults.maxStreamsPerUser) == (8, 16))
+        let set = try load(["http": ["max_streams_per_token": 2, "max_streams_per_user": 3] as KeyValuePairs<String, Any>,
+                            "users": Fixtures.minimalUsers]).get().http
+        #expect((set.maxStreamsPerToken, set.maxStreamsPerUser) == (2, 3))
+        let bad = issues(["http": ["max_streams_per_token": 0] as KeyValuePairs<String, Any>,
+                          "users": Fixtures.minimalUsers])
+        #expect(bad.map(\.path) == ["http.max_streams_per_token"])
+    }
+
     @Test func theClusterSecretIsLongAndRequiredForSeveralInstances() throws {
         let short = issues(["cluster": ["secret": "too-short"] as KeyValuePairs<String, Any>,
                             "users": Fixtures.minimalUsers])

@@ -14,7 +14,7 @@ import Testing
             alarms: Fixtures.NoAlarms(),
             history: Fixtures.NoHistory(),
             schedule: AlarmSchedule(timeZone: .gmt, grace: 600),
-            openEvents: { _, _, sink in sink.finish(with: []) },
+            openEvents: { _ in .accepted { sink in sink.finish(with: []) } },
             switchLight: { _, _, _ in .failure(.noLights(room: "none")) }
         )
     }
@@ -41,6 +41,12 @@ import Testing
         #expect(get("/rooms/1/Kitchen").1.hasPrefix(#"{"SensorNames":["Temperature","Humidity","Lights","Gas"]"#))
         #expect(get("/rooms/1/kitchen").0 == 200)
         #expect(get("/rooms/1/KITCHEN").0 == 200)
+    }
+
+    @Test func aPathWithNULIsRefused() {
+        let (status, body) = get("/index.html\u{0}.png")
+        #expect(status == 400)
+        #expect(body.contains("NUL"))
     }
 
     @Test func unknownThingsAre404WithTheErrorShape() {

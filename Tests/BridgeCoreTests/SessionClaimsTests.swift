@@ -6,9 +6,9 @@ import Testing
     let id: [UInt8] = Array(0..<16)
 
     @Test func aPayloadReadsBackAsItWasWritten() throws {
-        let claims = SessionClaims(id: id, userID: "user_7-b", expiresAt: 1_900_000_000)
+        let claims = SessionClaims(id: id, userID: "user_7-b", expiresAt: 1_900_000_000, binding: [9, 8, 7, 6, 5, 4, 3, 2])
         let payload = claims.payload
-        #expect(payload.count == 1 + 16 + 8 + 8)
+        #expect(payload.count == 1 + 16 + 8 + 8 + 8)
         #expect(payload.first == SessionClaims.version)
         #expect(SessionClaims(payload: payload) == claims)
         #expect(claims.idText == "000102030405060708090a0b0c0d0e0f")
@@ -17,7 +17,7 @@ import Testing
     @Test func malformedPayloadsAreRejected() {
         let payload = SessionClaims(id: id, userID: "1", expiresAt: 1_900_000_000).payload
         var otherVersion = payload
-        otherVersion[0] = 2
+        otherVersion[0] = 1  // before tokens were bound to the account
         #expect(SessionClaims(payload: otherVersion) == nil)
         #expect(SessionClaims(payload: Array(payload.dropLast())) == nil, "no user")
         #expect(SessionClaims(payload: []) == nil)

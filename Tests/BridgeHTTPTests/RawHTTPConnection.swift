@@ -5,8 +5,9 @@ import Foundation
 final class RawHTTPConnection {
     private let descriptor: Int32
 
-    /// Connects to `host`:`port` (IPv4 or IPv6 literal); nil when the connection is refused.
-    init?(host: String = "127.0.0.1", port: Int) {
+    /// Connects to `host`:`port` (IPv4 or IPv6 literal), from the IPv4 `source` address when one is given
+    /// (any of 127.0.0.0/8 works on Linux, which lets a test play several clients); nil when refused.
+    init?(host: String = "127.0.0.1", port: Int, source: String? = nil) {
         var ipv4 = sockaddr_in()
         var ipv6 = sockaddr_in6()
         let isIPv6 = inet_pton(AF_INET, host, &ipv4.sin_addr) != 1
@@ -24,6 +25,14 @@ final class RawHTTPConnection {
         // Only a safety net so that a server that never answers fails the test instead of hanging it.
         var timeout = timeval(tv_sec: 15, tv_usec: 0)
         setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        if let source, !isIPv6 {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            guard inet_pton(AF_INET, source, &local.sin_addr) == 1, Self.bind(descriptor, to: &local) else {
+                close(descriptor)
+                return nil
+            }
+        }
         let connected = isIPv6 ? Self.connect(descriptor, to: &ipv6) : Self.connect(descriptor, to: &ipv4)
         guard connected else {
             close(descriptor)
@@ -68,6 +77,29 @@ final class RawHTTPConnection {
     /// Reads what the server sends back and parses it as one response; nil when nothing parseable arrived.
     func readResponse() -> RawHTTPResponse? {
         RawHTTPResponse(parsing: readToEnd())
+    }
+
+    /// One byte, or nil once the connection is closed (or the safety timeout passes).
+    func readByte() -> UInt8? {
+        var byte: UInt8 = 0
+        return recv(descriptor, &byte, 1, 0) == 1 ? byte : nil
+    }
+
+    /// Whether the server has closed the connection: a read finds end-of-file or an error rather than data or
+    /// nothing yet (waits at most `seconds`).
+    func isClosedByServer(within seconds: Int) -> Bool {
+        var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        guard poll(&poller, 1, Int32(seconds * 1000)) > 0 else { return false }
+        var byte: UInt8 = 0
+        return recv(descriptor, &byte, 1, Int32(MSG_DONTWAIT)) <= 0
+    }
+
+    private static func bind(_ descriptor: Int32, to address: inout sockaddr_in) -> Bool {
+        withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+            }
+        }
     }
 
     private static func connect<Address>(_ descriptor: Int32, to address: inout Address) -> Bool {

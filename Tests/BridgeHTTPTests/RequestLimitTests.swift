@@ -16,7 +16,8 @@ struct RequestLimitTests {
             "POST /big HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1025\r\nConnection: close\r\n\r\n"))
 
         #expect(response.status == 413)
-        #expect(response.header("Content-Type") == "application/json")
+        #expect(response.header("Content-Type") == "application/json; charset=utf-8")
+        #expect(response.header("X-Content-Type-Options") == "nosniff")
         #expect(response.bodyText == Self.tooLargeJSON)
         #expect(recorder.all.isEmpty)
         #expect(ping(port: server.port)?.status == 200)
@@ -96,6 +97,30 @@ struct RequestLimitTests {
             #expect((400..<500).contains(response.status), "got \(response.status)")
         }
         #expect(recorder.all.isEmpty)
+        #expect(ping(port: server.port)?.status == 200)
+    }
+}
+
+@Suite("Percent-decoding and %00")
+struct URLUnescapingTests {
+    @Test func pathAndQueryAreDecodedAndANULIsRefusedBeforeTheHandler() throws {
+        let (server, recorder) = try startRecordingServer()
+        defer { server.stop() }
+
+        let decoded = try #require(exchange(port: server.port,
+            "GET /caf%C3%A9/%2e%ZZ%4?x=%41%20b HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"))
+        #expect(decoded.status == 200)
+        #expect(recorder.all.first?.path == "/café/.%ZZ%4")
+        #expect(recorder.all.first?.queryValue("x") == "A b")
+
+        for target in ["/index.html%00.png", "/ok?name=a%00b"] {
+            let refused = try #require(exchange(port: server.port,
+                "GET \(target) HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"))
+            #expect(refused.status == 400, "\(target)")
+            #expect(refused.bodyText.contains("must not contain %00"))
+            #expect(refused.header("X-Content-Type-Options") == "nosniff")
+        }
+        #expect(recorder.all.count == 1)
         #expect(ping(port: server.port)?.status == 200)
     }
 }

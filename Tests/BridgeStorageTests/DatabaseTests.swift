@@ -18,6 +18,24 @@ import Testing
         #expect(!tables.contains("sessions"), "stored sessions gave way to signed tokens")
     }
 
+    /// The database holds the token signing key: folder 0700, the file and its WAL and shared-memory files
+    /// 0600, whatever the process's umask; files made readable later are reported.
+    @Test func filesAreCreatedPrivateAndExposedOnesAreReported() throws {
+        let database = try Database(path: path)
+        _ = try database.execute("INSERT INTO settings (key, value) VALUES ('k', 'v')")
+        func mode(_ file: String) throws -> Int {
+            (try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? Int) ?? -1
+        }
+        #expect(try mode((path as NSString).deletingLastPathComponent) == 0o700)
+        for file in [path, path + "-wal", path + "-shm"] {
+            #expect(try mode(file) == 0o600, "\(file)")
+        }
+        #expect(StorageFiles.readableByOthers(databasePath: path).isEmpty)
+
+        chmod(path, 0o644)
+        #expect(StorageFiles.readableByOthers(databasePath: path) == ["\(path) (0644)"])
+    }
+
     @Test func migrationsRunOnceAndOnlyForward() throws {
         let first = [Migration(version: 1, statements: ["CREATE TABLE a (x TEXT)"])]
         _ = try Database(path: path, migrations: first)

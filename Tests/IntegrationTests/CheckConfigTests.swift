@@ -40,6 +40,15 @@ struct CheckConfigTests {
 
         """
 
+    @Test func legacyRoutesBeyondLoopbackAreWarnedAboutLoudly() throws {
+        let output = try Self.check("http:\n  bind: 0.0.0.0\n  legacy_routes: true\n\(Self.users)")
+        #expect(output.status == 0)
+        #expect(output.text.contains("warning: http.legacy_routes is on and http.bind 0.0.0.0 is reachable"),
+                "\(output.text)")
+        let quiet = try Self.check("http:\n  bind: 127.0.0.1\n  legacy_routes: true\n\(Self.users)")
+        #expect(!quiet.text.contains("warning:"), "\(quiet.text)")
+    }
+
     @Test func theDemoConfigIsValid() throws {
         let output = try Self.run(["check-config", "--config",
                                    TestFiles.repositoryRoot.appendingPathComponent("config/bridge.yaml").path])

@@ -13,8 +13,19 @@ struct EventStreamTests {
         let fd: Int32
         private var received: [UInt8] = []
 
-        init(port: Int, token: String, receiveBuffer: Int? = nil) throws {
+        /// - Parameter source: a loopback address to connect from (127.0.0.2 and so on), to play several clients.
+        init(port: Int, token: String, receiveBuffer: Int? = nil, source: String? = nil) throws {
             guard let fd = LoopbackPort.connect(port: port, configure: { fd in
+                if let source {
+                    var local = sockaddr_in()
+                    local.sin_family = sa_family_t(AF_INET)
+                    local.sin_addr.s_addr = inet_addr(source)
+                    _ = withUnsafePointer(to: &local) {
+                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                            bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                        }
+                    }
+                }
                 if var size = receiveBuffer.map(Int32.init) {
                     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
                 }

@@ -291,10 +291,10 @@ struct FaultTests {
 
         // The 9th connection from one address is refused: closed without an answer.
         let crowded = (0..<8).compactMap { _ in RawClient.connect(from: "127.0.0.250", port: bridge.httpPort) }
-        for fd in crowded { RawClient.send(fd, Array("GET /healthz HTTP/1.1\r\nHost: x\r\n".utf8)) }
+        for fd in crowded { RawClient.send(fd, Array("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n".utf8)) }
         var ninthAnswer = "no connection"
         if let ninth = RawClient.connect(from: "127.0.0.250", port: bridge.httpPort, receiveTimeout: 3) {
-            RawClient.send(ninth, Array("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
+            RawClient.send(ninth, Array("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8))
             ninthAnswer = String(decoding: RawClient.readAll(ninth), as: UTF8.self)
             close(ninth)
         }
@@ -304,7 +304,7 @@ struct FaultTests {
         let normalStarted = Date()
         var normalAnswer = ""
         if let normal = RawClient.connect(from: "127.0.0.251", port: bridge.httpPort) {
-            RawClient.send(normal, Array("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
+            RawClient.send(normal, Array("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8))
             normalAnswer = String(decoding: RawClient.readAll(normal), as: UTF8.self)
             close(normal)
         }
@@ -315,7 +315,7 @@ struct FaultTests {
         var bigAnswer = ""
         if let big = RawClient.connect(from: "127.0.0.252", port: bridge.httpPort) {
             let body = [UInt8](repeating: UInt8(ascii: "a"), count: 1 << 20)
-            RawClient.send(big, Array(("POST /api/v1/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            RawClient.send(big, Array(("POST /api/v1/login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                 + "Content-Length: \(body.count)\r\nConnection: close\r\n\r\n").utf8))
             RawClient.send(big, body)
             bigAnswer = String(decoding: RawClient.readAll(big), as: UTF8.self)

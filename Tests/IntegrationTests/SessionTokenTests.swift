@@ -36,6 +36,42 @@ import Testing
                            closeStreams: { id in closed?.record(id) }, now: clock.read)
     }
 
+    /// A token is bound to the account it was issued for: a password change or the user id given to another
+    /// user (across a restart, on the same database and key) ends it; "log out everywhere" ends all of a user's.
+    @Test func tokensAreBoundToTheAccount() throws {
+        let folder = try TestFiles.makeDirectory("session-binding")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let database = try Self.database(folder, "a.sqlite")
+        func service(_ users: [User], closedUsers: Recorder<String>? = nil) throws -> SessionService {
+            try SessionService(signer: SessionService.signer(secret: Self.secret, database: database), ttl: 60,
+                               database: database, logger: Logger(level: .error), users: users,
+                               closeUserStreams: { closedUsers?.record($0) })
+        }
+        let ayse = User(id: "2", username: "Ayse", passwordHash: "$argon2id$first", rooms: [])
+        let first = try service([ayse]).services
+        let token = try first.create("2")
+        #expect(try first.resolve(token)?.userID == "2")
+        #expect(try service([ayse]).services.resolve(token)?.userID == "2", "a restart alone changes nothing")
+
+        var changed = ayse
+        changed.passwordHash = "$argon2id$second"
+        #expect(try service([changed]).services.resolve(token) == nil, "the password changed")
+        let stranger = User(id: "2", username: "Zeynep", passwordHash: "$argon2id$first", rooms: [])
+        #expect(try service([stranger]).services.resolve(token) == nil, "id 2 is someone else now")
+
+        let closed = Recorder<String>()
+        let current = try service([ayse], closedUsers: closed).services
+        let other = try current.create("2")
+        let bob = try current.create("1")
+        try current.revokeAll("2")
+        #expect(try current.resolve(token) == nil)
+        #expect(try current.resolve(other) == nil)
+        #expect(try current.resolve(bob)?.userID == "1", "another user's sessions stay")
+        #expect(closed.all == ["2"], "the user's event streams end")
+        #expect(try service([ayse]).services.resolve(other) == nil, "and after a restart")
+        #expect(try current.resolve(try current.create("2"))?.userID == "2", "a new login works")
+    }
+
     @Test func aSignedTokenVerifiesOnlyIntact() throws {
         let signer = SessionSigner(secret: Self.secret)
         let token = signer.sign(claims.payload)
@@ -80,10 +116,10 @@ import Testing
         let service = try Self.service(try Self.database(folder, "a.sqlite"), clock: clock, closed: closed)
         let sessions = service.services
         let token = try sessions.create("1")
-        #expect(try sessions.resolve(token) == "1")
+        #expect(try sessions.resolve(token)?.userID == "1")
         #expect(try sessions.resolve(token.replacingOccurrences(of: ".", with: "..")) == nil)
         clock.advance(59)
-        #expect(try sessions.resolve(token) == "1")
+        #expect(try sessions.resolve(token)?.userID == "1")
         clock.advance(2)
         #expect(try sessions.resolve(token) == nil, "expired")
 
@@ -93,7 +129,7 @@ import Testing
         let kept = try sessions.create("2")
         try sessions.revoke(loggedOut)
         #expect(try sessions.resolve(loggedOut) == nil)
-        #expect(try sessions.resolve(kept) == "2", "only that session ends")
+        #expect(try sessions.resolve(kept)?.userID == "2", "only that session ends")
         let told = try #require(revocations.all.first)
         #expect(revocations.all.count == 1)
         #expect(told.hasValidID)
@@ -115,12 +151,12 @@ import Testing
         first.onRevoke { revocation in broadcast.record(revocation) }
 
         let token = try first.services.create("1")
-        #expect(try second.services.resolve(token) == "1")
+        #expect(try second.services.resolve(token)?.userID == "1")
         #expect(try stranger.services.resolve(token) == nil, "another secret")
 
         try first.services.revoke(token)
         #expect(try first.services.resolve(token) == nil)
-        #expect(try second.services.resolve(token) == "1", "the second instance has not been told yet")
+        #expect(try second.services.resolve(token)?.userID == "1", "the second instance has not been told yet")
         let revocation = try #require(broadcast.all.first)
         #expect(try second.revokeRemote(id: revocation.id, expiresAt: revocation.expiresAt))
         #expect(try second.services.resolve(token) == nil)
@@ -132,7 +168,7 @@ import Testing
         // The second instance restarts: the remote revocation was stored.
         second = try Self.service(try Self.database(folder, "b.sqlite"), clock: clock)
         #expect(try second.services.resolve(token) == nil)
-        #expect(try second.services.resolve(try first.services.create("1")) == "1")
+        #expect(try second.services.resolve(try first.services.create("1"))?.userID == "1")
     }
 
     @Test func withoutASecretTheKeyIsTheDatabasesAndOutlivesARestart() throws {
@@ -140,7 +176,7 @@ import Testing
         defer { try? FileManager.default.removeItem(at: folder) }
         let token = try Self.service(try Self.database(folder, "a.sqlite"), secret: nil).services.create("1")
         let reopened = try Self.service(try Self.database(folder, "a.sqlite"), secret: nil)
-        #expect(try reopened.services.resolve(token) == "1")
+        #expect(try reopened.services.resolve(token)?.userID == "1")
         let elsewhere = try Self.service(try Self.database(folder, "b.sqlite"), secret: nil)
         #expect(try elsewhere.services.resolve(token) == nil, "another database has another key")
         let stored = try Self.database(folder, "a.sqlite").query("SELECT key FROM settings").compactMap(\.first?.text)

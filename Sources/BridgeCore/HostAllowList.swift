@@ -1,0 +1,63 @@
+/// The names a browser may use to reach the bridge, checked against every request's `Host` header
+/// (README "HTTP", "Host names"). A page on another site that makes its own name resolve to the
+/// bridge's address (DNS rebinding) still sends its own name as the host, and is answered 421.
+public struct HostAllowList: Sendable, Equatable {
+    /// Lower-case host names and addresses without port or brackets; `nil` accepts any host (`*`).
+    public let hosts: Set<String>?
+
+    /// The names loopback clients use, always allowed unless the list is given explicitly.
+    public static let loopbackNames = ["localhost", "127.0.0.1", "::1"]
+
+    /// - Parameters:
+    ///   - configured: `http.allowed_hosts`, comma separated, or `nil` for the default: the loopback
+    ///     names and the bind address (unless it is a wildcard). `*` allows any host.
+    ///   - bind: `http.bind`.
+    public init(configured: String?, bind: String) {
+        if let configured {
+            let names = configured.split(separator: ",").map { Self.normalized(String($0)) }.filter { !$0.isEmpty }
+            hosts = names.contains("*") ? nil : Set(names)
+        } else {
+            var names = Set(Self.loopbackNames)
+            if !Self.isWildcard(bind) { names.insert(Self.normalized(bind)) }
+            hosts = names
+        }
+    }
+
+    /// Whether a request with this `Host` header (`name`, `name:port`, `[::1]:8080`) is answered.
+    /// A missing header is allowed: only HTTP/1.0 clients omit it, and browsers always send one.
+    public func allows(hostHeader: String?) -> Bool {
+        guard let hosts, let header = hostHeader else { return true }
+        return hosts.contains(Self.normalized(Self.stripPort(header)))
+    }
+
+    /// Whether the address listens beyond this machine (`0.0.0.0`, `::`, or a non-loopback address).
+    public static func reachesBeyondLoopback(bind: String) -> Bool {
+        !(bind == "::1" || bind == "localhost" || bind.hasPrefix("127."))
+    }
+
+    static func isWildcard(_ bind: String) -> Bool { bind == "0.0.0.0" || bind == "::" }
+
+    private static func stripPort(_ header: String) -> String {
+        let text = header.trimmingSpaces
+        if text.hasPrefix("["), let close = text.firstIndex(of: "]") {
+            return String(text[text.index(after: text.startIndex)..<close])
+        }
+        // One colon: name:port. More than one without brackets: a bare IPv6 address (not valid in Host, kept whole).
+        let colons = text.utf8.count { $0 == UInt8(ascii: ":") }
+        if colons == 1, let colon = text.firstIndex(of: ":") { return String(text[..<colon]) }
+        return text
+    }
+
+    private static func normalized(_ name: String) -> String {
+        var text = name.trimmingSpaces.lowercased()
+        if text.hasPrefix("["), text.hasSuffix("]") { text = String(text.dropFirst().dropLast()) }
+        if text.hasSuffix("."), text.count > 1 { text.removeLast() }  // "localhost." is "localhost"
+        return text
+    }
+}
+
+extension String {
+    fileprivate var trimmingSpaces: String {
+        String(drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed())
+    }
+}
