@@ -99,6 +99,17 @@ public struct BridgeConfiguration: Sendable {
         public var prefix = "homeassistant"
     }
 
+    /// Where real devices publish and how long a light may take to confirm (README, "Connect your
+    /// devices").
+    public struct Devices: Sendable {
+        /// nil: the bridge's own broker.
+        public var mqttURL: BrokerURL? = nil
+        public var mqttUsername: String? = nil
+        public var mqttPassword: String? = nil
+        public var zigbeeBaseTopic = "zigbee2mqtt"
+        public var commandTimeout = 5.0
+    }
+
     public struct Scheduler: Sendable {
         /// `nil`: the system's time zone.
         public var timezone: String? = nil
@@ -153,6 +164,7 @@ public struct BridgeConfiguration: Sendable {
     public var storage = Storage()
     public var homeAssistant = HomeAssistant()
     public var scheduler = Scheduler()
+    public var devices = Devices()
     public var log = Log()
     public var cluster = Cluster()
     public var users: [User] = []

@@ -27,6 +27,20 @@ extension ConfigKey {
         .text("cluster.secret", \.cluster.secret),
         .duration("cluster.command_timeout", \.cluster.commandTimeout, in: 0.1...60),
         .duration("cluster.mirror_idle", \.cluster.mirrorIdle, in: 1...86_400),
+        ConfigKey("devices.mqtt.url") { value, config in
+            guard let text = value.nonEmptyString() else { return }
+            switch BrokerURL.parse(text) {
+            case .success(let url): config.devices.mqttURL = url
+            case .failure(let problem): value.fail(problem.message)
+            }
+        },
+        .text("devices.mqtt.username", \.devices.mqttUsername),
+        .text("devices.mqtt.password", \.devices.mqttPassword),
+        ConfigKey("devices.zigbee2mqtt.base_topic") { value, config in
+            guard let base = value.nonEmptyString() else { return }
+            if let problem = Topics.validateBase(base) { value.fail(problem) } else { config.devices.zigbeeBaseTopic = base }
+        },
+        .duration("devices.command_timeout", \.devices.commandTimeout, in: 0.1...120),
     ]
 
     private static let mqtt: [ConfigKey] = [

@@ -90,7 +90,7 @@ extension HTTPRoutes {
                 switch switchLight(userID, path[1], command) {
                 case .success: return roomResponse(user: userID, room: path[1], home: home())
                 case .failure(.unknownRoom), .failure(.unknownUser): return HTTPRoutes.notFound
-                case .failure(let rejection) where rejection.ownerUnavailable:
+                case .failure(let rejection) where rejection.isGatewayTimeout:
                     return HTTPRoutes.error(504, rejection.description)
                 case .failure(let rejection): return HTTPRoutes.error(409, rejection.description)
                 }

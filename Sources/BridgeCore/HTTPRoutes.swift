@@ -11,9 +11,26 @@ public struct HTTPRoutes: Sendable {
         /// Messages waiting for the broker, and dropped because that queue was full (since start).
         public var mqttQueued: Int
         public var mqttDropped: Int
+        /// Device messages that gave no value, per bound sensor (README, "Connect your devices").
+        public var devicePayloadErrors: [PayloadErrors]
+
+        public struct PayloadErrors: Sendable, Equatable {
+            public var user: String
+            public var room: String
+            public var sensor: String
+            public var count: Int
+
+            public init(user: String, room: String, sensor: String, count: Int) {
+                self.user = user
+                self.room = room
+                self.sensor = sensor
+                self.count = count
+            }
+        }
 
         public init(mqttConnected: Bool, mqttProblem: String?, broker: String, uptimeSeconds: Int,
-                    mqttQueued: Int = 0, mqttDropped: Int = 0) {
+                    mqttQueued: Int = 0, mqttDropped: Int = 0, devicePayloadErrors: [PayloadErrors] = []) {
+            self.devicePayloadErrors = devicePayloadErrors
             self.mqttConnected = mqttConnected
             self.mqttProblem = mqttProblem
             self.broker = broker
@@ -168,12 +185,22 @@ public struct HTTPRoutes: Sendable {
             "# HELP smarthome_rooms Configured rooms.",
             "# TYPE smarthome_rooms gauge",
             "smarthome_rooms \(rooms)",
-        ]
+            "# HELP smarthome_device_payload_errors_total Device messages that gave no value, per bound sensor.",
+            "# TYPE smarthome_device_payload_errors_total counter",
+        ] + health.devicePayloadErrors.map { errors in
+            "smarthome_device_payload_errors_total{user=\"\(metricLabel(errors.user))\",room=\"\(metricLabel(errors.room))\","
+                + "sensor=\"\(metricLabel(errors.sensor))\"} \(errors.count)"
+        }
         return HTTPResponse(
             status: 200,
             headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8"), ("Cache-Control", "no-store")],
             body: Array((lines.joined(separator: "\n") + "\n").utf8)
         )
+    }
+
+    /// A Prometheus label value: backslash, quote and newline escaped.
+    static func metricLabel(_ text: String) -> String {
+        text.replacing("\\", with: "\\\\").replacing("\"", with: "\\\"").replacing("\n", with: "\\n")
     }
 
     // MARK: Responses

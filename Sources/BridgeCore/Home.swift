@@ -34,6 +34,8 @@ public struct Home: Sendable {
     private var updated: [RoomKey: Date] = [:]
     /// How often each room's values changed: what a cached room document is checked against.
     private var revisions: [RoomKey: Int] = [:]
+    /// When each bound sensor last sent a reading (changed or not).
+    private var lastSeen: [RoomKey: [SensorKind: Date]] = [:]
     /// Sensors a room reported beyond its configured ones (an upstream's generic sensors), in the
     /// order first seen.
     private var extraSensors: [RoomKey: [SensorKind]] = [:]
@@ -73,6 +75,11 @@ public struct Home: Sendable {
         updated[key]
     }
 
+    /// When a bound sensor last sent a reading, nil before its first.
+    public func lastSeen(_ sensor: SensorKind, in key: RoomKey) -> Date? {
+        lastSeen[key]?[sensor]
+    }
+
     /// A number that changes whenever a value of the room does (0 before the first).
     public func revision(of key: RoomKey) -> Int {
         revisions[key] ?? 0
@@ -89,9 +96,15 @@ public struct Home: Sendable {
     public mutating func record(_ reading: Reading, at time: Date) -> Bool {
         let key = RoomKey(user: reading.user, room: reading.room)
         let old = values[key]?[reading.sensor]
+        let room = user(id: reading.user)?.rooms.first(where: { $0.id == reading.room })
+        if let room, room.bindings[reading.sensor] != nil {
+            // The room's document carries the time: it changes with every reading.
+            lastSeen[key, default: [:]][reading.sensor] = time
+            revisions[key, default: 0] += 1
+        }
         guard old != reading.value else { return false }
-        if old == nil, let room = user(id: reading.user)?.rooms.first(where: { $0.id == reading.room }),
-           !room.sensors.contains(reading.sensor), !(extraSensors[key] ?? []).contains(reading.sensor) {
+        if old == nil, let room, !room.sensors.contains(reading.sensor),
+           !(extraSensors[key] ?? []).contains(reading.sensor) {
             extraSensors[key, default: []].append(reading.sensor)
         }
         values[key, default: [:]][reading.sensor] = reading.value

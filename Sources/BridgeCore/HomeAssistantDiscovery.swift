@@ -148,8 +148,12 @@ public struct HomeAssistantDiscovery: Sendable {
         default:
             break  // a generic upstream sensor: its text as it comes
         }
+        // A bound sensor that stops reporting is unavailable after expire_after, as HA shows it.
+        if let expireAfter = room.bindings[sensor]?.expireAfter {
+            members.append(("expire_after", .integer(Int(expireAfter.rounded(.up)))))
+        }
         var availability: [JSONValue] = [.object([("topic", .string(topics.bridgeState))])]
-        if roomAvailability {
+        if roomAvailability || !room.bindings.isEmpty {
             availability.append(.object([("topic", .string(topics.availability(user: user.id, room: room.id)))]))
         }
         members += [

@@ -83,13 +83,16 @@ public enum CommandRejection: Error, Sendable, Equatable, CustomStringConvertibl
     case upstream(status: Int, detail: String)
     /// Cluster: the instance that owns the user did not confirm a relayed command in time.
     case ownerTimeout(seconds: Double)
+    /// A bound light's device did not confirm the command within `devices.command_timeout`.
+    case deviceTimeout(seconds: Double)
     /// Cluster: the instance that owns the user is offline, so a relayed command was not sent.
     case ownerOffline(instance: Int)
 
-    /// Cluster: the owning instance did not answer (the API says 504, a gateway time-out).
-    public var ownerUnavailable: Bool {
+    /// Whoever had to carry the command out did not answer: the owning instance (cluster) or the
+    /// light's device (the API says 504, a gateway time-out).
+    public var isGatewayTimeout: Bool {
         switch self {
-        case .ownerTimeout, .ownerOffline: true
+        case .ownerTimeout, .ownerOffline, .deviceTimeout: true
         default: false
         }
     }
@@ -105,6 +108,7 @@ public enum CommandRejection: Error, Sendable, Equatable, CustomStringConvertibl
         case .upstream: "upstream_refused"
         case .ownerTimeout: "owner_timeout"
         case .ownerOffline: "owner_offline"
+        case .deviceTimeout: "device_timeout"
         }
     }
 
@@ -119,6 +123,8 @@ public enum CommandRejection: Error, Sendable, Equatable, CustomStringConvertibl
             status == 0 ? "upstream unreachable: \(detail)" : "upstream answered \(status): \(detail)"
         case .ownerTimeout(let seconds):
             "the bridge instance that owns this user did not confirm the command within \(Int(seconds.rounded(.up))) s"
+        case .deviceTimeout(let seconds):
+            "the light's device did not confirm the command within \(FixedDecimals.text(seconds, decimals: 1)) s"
         case .ownerOffline(let instance):
             "the bridge instance that owns this user (\(instance)) is offline, so it did not confirm the command"
         }

@@ -5,12 +5,19 @@ public struct Room: Sendable, Equatable {
     /// The display name the seed routes show (`Kitchen`).
     public var name: String
     public var sensors: [SensorKind]
+    /// Sensors read from a real device (README, "Connect your devices"); the others come from
+    /// `source.kind`.
+    public var bindings: [SensorKind: BoundSensor]
 
-    public init(id: String, name: String, sensors: [SensorKind]) {
+    public init(id: String, name: String, sensors: [SensorKind], bindings: [SensorKind: BoundSensor] = [:]) {
         self.id = id
         self.name = name
         self.sensors = sensors
+        self.bindings = bindings
     }
+
+    /// Sensors that no binding claims: the default source's.
+    public var unboundSensors: [SensorKind] { sensors.filter { bindings[$0] == nil } }
 
     /// The original backend's sensor sets: Kitchen and Bathroom have a gas sensor, every other room
     /// a movement sensor.

@@ -33,8 +33,19 @@ public enum SeedShapes {
             icons.append(.string(value.seedIcon(for: sensor)))
             texts.append(.string(text))
         }
-        return .object([("SensorNames", .array(names)), ("SensorIcon", .array(icons)), ("SensorValues", .array(texts))]
-            + extra)
+        var members: [(String, JSONValue)] = [("SensorNames", .array(names)), ("SensorIcon", .array(icons)),
+                                              ("SensorValues", .array(texts))]
+        // Rooms with real devices say when each sensor was last heard from (null: not yet; an
+        // unbound sensor of such a room: when its value last changed).
+        if !room.bindings.isEmpty {
+            let key = RoomKey(user: user, room: room.id)
+            members.append(("SensorLastSeen", .array(sensors.map { sensor in
+                (room.bindings[sensor] != nil ? home.lastSeen(sensor, in: key) : values[sensor].flatMap { _ in
+                    home.updatedAt(key)
+                }).map { .string(Timestamp.iso8601($0)) } ?? .null
+            })))
+        }
+        return .object(members + extra)
     }
 
     /// `{"error":{"message":"..."}}`: every error answer.

@@ -38,6 +38,11 @@ public struct SensorKind: Hashable, Sendable, CustomStringConvertible {
         return SensorKind(id: id.isEmpty ? "_" : id, displayName: name)
     }
 
+    /// A generic sensor with an id of its own (a bound sensor's `id`).
+    public static func generic(id: String, displayName: String) -> SensorKind {
+        SensorKind(id: id, displayName: displayName)
+    }
+
     /// Whether this is one of the five sensors the bridge knows.
     public var isKnown: Bool { SensorKind.known.contains(self) }
 

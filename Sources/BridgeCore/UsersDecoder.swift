@@ -176,21 +176,40 @@ enum UsersDecoder {
                       line: (idNode ?? node).line, issues: &issues) else { return (nil, nil) }
         switch sensors {
         case nil: return (Room(id: id, name: name, sensors: Room.defaultSensors(forRoomNamed: name)), id)
-        case let sensors??: return (Room(id: id, name: name, sensors: sensors), id)
+        case let decoded??: return (Room(id: id, name: name, sensors: decoded.sensors, bindings: decoded.bindings), id)
         case .some(nil): return (nil, id)
         }
     }
 
-    /// A room's sensor list, every entry checked; `nil` when any is wrong.
-    private static func decodeSensors(_ node: ConfigNode, path: String, issues: inout [ConfigIssue]) -> [SensorKind]? {
+    /// A room's sensor list, every entry checked; `nil` when any is wrong. An entry is a sensor's
+    /// name, or a mapping with its binding to a device (`BindingDecoder`).
+    private static func decodeSensors(_ node: ConfigNode, path: String, issues: inout [ConfigIssue])
+        -> (sensors: [SensorKind], bindings: [SensorKind: BoundSensor])?
+    {
         guard case .sequence(let items, _) = node, !items.isEmpty else {
             issues.append(ConfigIssue(path: path, message: "must be a non-empty list of sensor names", line: node.line))
             return nil
         }
         var sensors: [SensorKind] = []
+        var bindings: [SensorKind: BoundSensor] = [:]
         var valid = true
         for (index, item) in items.enumerated() {
             let sensorPath = "\(path)[\(index)]"
+            if case .mapping(let fields, let line) = item {
+                guard let (kind, bound) = BindingDecoder.decode(fields, path: sensorPath, line: line, issues: &issues) else {
+                    valid = false
+                    continue
+                }
+                if sensors.contains(kind) {
+                    issues.append(ConfigIssue(path: sensorPath, message: "\"\(kind.displayName)\" is listed twice",
+                                              line: item.line))
+                    valid = false
+                    continue
+                }
+                sensors.append(kind)
+                if let bound { bindings[kind] = bound }
+                continue
+            }
             guard let word = text(item, path: sensorPath, parentLine: item.line, issues: &issues) else {
                 valid = false
                 continue
@@ -209,6 +228,6 @@ enum UsersDecoder {
             }
             sensors.append(kind)
         }
-        return valid ? sensors : nil
+        return valid ? (sensors, bindings) : nil
     }
 }

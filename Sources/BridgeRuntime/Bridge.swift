@@ -61,9 +61,16 @@ public final class Bridge: Sendable {
             ? RestSource(configuration: configuration.owned, controller: controller,
                          client: UpstreamClient(source: configuration.source), logger: logger)
             : SimulatedSource(configuration: configuration, controller: controller, broker: mqtt, logger: logger)
+        let devices = configuration.owned.users.contains { $0.rooms.contains { !$0.bindings.isEmpty } }
+            ? try DeviceSource(configuration: configuration.owned, controller: controller, bridgeBroker: mqtt,
+                               bridgeBrokerAddress: broker.description, logger: logger)
+            : nil
+        let sourceSwitch = source.lightSwitch
         let commands = CommandService(controller: controller, configuration: configuration, outbound: outbound,
-                                      logger: logger, lights: source.lightSwitch,
-                                      switchTimeout: configuration.source.timeout + 5,
+                                      logger: logger,
+                                      lights: { target in devices?.bindsLight(target.key) == true ? devices : sourceSwitch },
+                                      switchTimeout: max(configuration.source.timeout,
+                                                         configuration.devices.commandTimeout) + 5,
                                       instanceOnline: { $0 == configuration.cluster.index || online.contains($0) })
         history = HistoryStore(database: database)
         let recorder = HistoryRecorder(store: history, retentionDays: configuration.storage.retentionDays, logger: logger)
@@ -85,6 +92,7 @@ public final class Bridge: Sendable {
             AlarmScheduler(store: alarmStore, schedule: schedule, controller: controller, commands: commands,
                            replication: replication, logger: logger),
         ]
+        if let devices { features.append(devices) }
         var mirrors: MirrorSubscriptions?
         var clusterHistory: ClusterHistory?
         if clustered, let replication {
@@ -102,7 +110,8 @@ public final class Bridge: Sendable {
             store: store, broker: mqtt, brokerAddress: brokerAddress, startedAt: startedAt, sessions: sessions,
             alarms: DatabaseAlarms(store: alarmStore, replication: replication),
             history: clusterHistory ?? DatabaseHistory(store: history), schedule: schedule, events: events,
-            commands: commands, mirrors: mirrors, roomDocuments: publisher.roomDocuments), logger: logger)
+            commands: commands, mirrors: mirrors, roomDocuments: publisher.roomDocuments, devices: devices),
+            logger: logger)
     }
 
     /// The port the HTTP server listens on (useful when `http.port` is 0).

@@ -5,7 +5,15 @@ import Foundation
 /// Switches a light somewhere else than in the bridge's own state (a REST upstream, a device),
 /// which must accept before the bridge publishes the new state.
 protocol LightSwitch: Sendable {
-    func switchLight(_ target: CommandTarget, on: Bool) async -> Result<Void, CommandRejection>
+    func switchLight(_ target: CommandTarget, on: Bool) async -> Result<SwitchOutcome, CommandRejection>
+}
+
+/// What a `LightSwitch` did with a command it accepted.
+enum SwitchOutcome: Sendable, Equatable {
+    /// Done: the bridge now applies and publishes the new state.
+    case accepted
+    /// The device reported the new state itself, which the bridge has already applied.
+    case applied
 }
 
 /// The command path (README, "MQTT"): MQTT `/set` messages, the API and alarm actions
@@ -29,7 +37,8 @@ final class CommandService: BridgeFeature, StateSubscriber {
     private let topics: Topics
     private let qos: Int
     private let logger: Logger
-    private let lights: (any LightSwitch)?
+    /// Who switches a target's light, when not the bridge itself.
+    private let lights: @Sendable (CommandTarget) -> (any LightSwitch)?
     private let switchTimeout: Double
     private let outbound: Outbound
     private let jobs = WorkQueue<Job>(capacity: CommandService.maxWaiting)
@@ -41,10 +50,11 @@ final class CommandService: BridgeFeature, StateSubscriber {
     private let instanceOnline: @Sendable (Int) -> Bool
 
     /// - Parameters:
-    ///   - lights: where commands go before the state changes, when the source takes them.
+    ///   - lights: where a target's commands go before the state changes (its device, or a source
+    ///     that takes them), nil when the bridge keeps the light itself.
     ///   - switchTimeout: how long an API request waits for `lights` at most.
     init(controller: HomeController, configuration: BridgeConfiguration, outbound: Outbound, logger: Logger,
-         lights: (any LightSwitch)?, switchTimeout: Double,
+         lights: @escaping @Sendable (CommandTarget) -> (any LightSwitch)?, switchTimeout: Double,
          instanceOnline: @escaping @Sendable (Int) -> Bool = { _ in true }) {
         self.controller = controller
         self.outbound = outbound
@@ -120,7 +130,7 @@ final class CommandService: BridgeFeature, StateSubscriber {
             return .failure(rejection)
         }
         guard membership.owns(user) else { return relay(command, target: target) }
-        guard lights != nil else { return execute(command, target: target, origin: .api) }
+        guard lights(target) != nil else { return execute(command, target: target, origin: .api) }
         let done = Rendezvous<Result<Reading, CommandRejection>>()
         guard jobs.submit(Job(command: command, target: target, origin: .api, done: done)) else {
             return .failure(.upstream(status: 0, detail: "too many commands waiting"))
@@ -130,7 +140,7 @@ final class CommandService: BridgeFeature, StateSubscriber {
 
     /// Runs a command now, or hands it to `run()` when a `LightSwitch` must accept it first.
     private func submit(_ command: LightCommand, target: CommandTarget, origin: CommandOrigin) {
-        guard lights != nil else {
+        guard lights(target) != nil else {
             execute(command, target: target, origin: origin)
             return
         }
@@ -158,11 +168,16 @@ final class CommandService: BridgeFeature, StateSubscriber {
     private func forwardThenExecute(_ command: LightCommand, target: CommandTarget, origin: CommandOrigin) async
         -> Result<Reading, CommandRejection>
     {
-        guard let lights else { return execute(command, target: target, origin: origin) }
+        guard let lights = lights(target) else { return execute(command, target: target, origin: origin) }
         let on = command.applied(to: isOn(target))
         switch await lights.switchLight(target, on: on) {
-        case .success:
+        case .success(.accepted):
             return execute(on ? .on : .off, target: target, origin: origin)
+        case .success(.applied):
+            logger.info("light switched, confirmed by its device", ["user": target.user.id, "room": target.room.id,
+                                                                    "command": command.rawValue,
+                                                                    "state": on ? "ON" : "OFF", "source": origin.name])
+            return .success(Reading(user: target.user.id, room: target.room.id, sensor: .lights, value: .binary(on)))
         case .failure(let rejection):
             reject(rejection, user: target.user.id, room: target.room.id, origin: origin)
             return .failure(rejection)

@@ -20,6 +20,7 @@ enum HTTPFrontend {
         var commands: CommandService
         var mirrors: MirrorSubscriptions?
         var roomDocuments: RoomDocuments
+        var devices: DeviceSource?
     }
 
     static func server(configuration: BridgeConfiguration, parts: Parts, logger: Logger) -> HTTPServer {
@@ -68,7 +69,10 @@ enum HTTPFrontend {
                         broker: parts.brokerAddress,
                         uptimeSeconds: Int(Date().timeIntervalSince(parts.startedAt)),
                         mqttQueued: parts.broker.queuedMessages,
-                        mqttDropped: parts.broker.droppedMessages
+                        mqttDropped: parts.broker.droppedMessages,
+                        devicePayloadErrors: parts.devices?.payloadErrors.map {
+                            HTTPRoutes.Health.PayloadErrors(user: $0.0.user, room: $0.0.room, sensor: $0.1, count: $0.2)
+                        } ?? []
                     )
                 }
             )

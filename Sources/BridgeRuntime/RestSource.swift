@@ -26,10 +26,13 @@ final class RestSource: Source {
     /// The upstream takes light commands when `source.lights_command` says how.
     var lightSwitch: (any LightSwitch)? { configuration.source.lightsCommand.path == nil ? nil : client }
 
+    /// Devices read the bound sensors; the upstream's values for them are not taken.
+    private func isBound(_ sensor: SensorKind, in room: Room) -> Bool { room.bindings[sensor] != nil }
+
     /// Polled rooms start with their lights off until the upstream or the database says otherwise.
     func initialReadings() -> [Reading] {
         configuration.users.flatMap { user in
-            user.rooms.filter { $0.sensors.contains(.lights) }.map {
+            user.rooms.filter { $0.unboundSensors.contains(.lights) }.map {
                 Reading(user: user.id, room: $0.id, sensor: .lights, value: .binary(false))
             }
         }
@@ -76,7 +79,7 @@ final class RestSource: Source {
                 if change.availabilityChanged { controller.setAvailability(RoomKey(user: user.id, room: room.id), online: true) }
                 let keepOwnLights = source.lightsCommand.path == nil
                 controller.record(readings.compactMap { reading in
-                    keepOwnLights && reading.sensor == .lights
+                    (keepOwnLights && reading.sensor == .lights) || isBound(reading.sensor, in: room)
                         ? nil : Reading(user: user.id, room: room.id, sensor: reading.sensor, value: reading.value)
                 })
             case .failure(let failure):
@@ -138,8 +141,8 @@ struct UpstreamClient: LightSwitch {
         return await send(URLRequest(url: url))
     }
 
-    func switchLight(_ target: CommandTarget, on: Bool) async -> Result<Void, CommandRejection> {
-        await forwardLights(user: target.user.id, room: target.room, on: on)
+    func switchLight(_ target: CommandTarget, on: Bool) async -> Result<SwitchOutcome, CommandRejection> {
+        await forwardLights(user: target.user.id, room: target.room, on: on).map { .accepted }
     }
 
     /// Forwards a light command with `source.lights_command`; `{userID}`, `{room}` (display name),

@@ -31,7 +31,12 @@ final class SimulatedSource: Source {
             seed = UInt64.random(in: 0...UInt64.max)
             logger.info("simulating with a random seed; set source.seed to repeat this run", ["seed": String(seed)])
         }
-        start = Simulator(users: configuration.owned.users, seed: seed)
+        // Sensors bound to a device are the device's: only the others are simulated.
+        start = Simulator(users: configuration.owned.users.map { user in
+            var unbound = user
+            unbound.rooms = user.rooms.map { Room(id: $0.id, name: $0.name, sensors: $0.unboundSensors) }
+            return unbound
+        }, seed: seed)
         interval = configuration.source.interval
         self.controller = controller
         self.broker = broker

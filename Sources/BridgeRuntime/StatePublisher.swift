@@ -181,8 +181,9 @@ final class StatePublisher: BridgeFeature {
             let now = self.now
             for (topic, payload) in values { tracker.markPublished(topic: topic, payload: payload, now: now) }
             messages += values
-            // Polled rooms (their upstream can fail) and a cluster's rooms (their instance can die).
-            if configuration.source.kind == .rest || membership.isClustered {
+            // Polled rooms (their upstream can fail), a cluster's rooms (their instance can die) and
+            // rooms with devices (a device can go offline or silent).
+            if configuration.source.kind == .rest || membership.isClustered || !room.bindings.isEmpty {
                 messages.append((topics.availability(user: user.id, room: room.id), offline ? "offline" : "online"))
             }
             for (topic, payload) in messages { outbound.send(topic, payload) }

@@ -70,6 +70,11 @@ import Testing
         "cluster.secret": Sample(good: secret, bad: "too-short"),
         "cluster.command_timeout": Sample(good: "2s", bad: "0"),
         "cluster.mirror_idle": Sample(good: "2m", bad: "soon"),
+        "devices.mqtt.url": Sample(good: "mqtt://devices:1883", bad: "http://devices"),
+        "devices.mqtt.username": Sample(good: "bridge", bad: ""),
+        "devices.mqtt.password": Sample(good: "pw", bad: ""),
+        "devices.zigbee2mqtt.base_topic": Sample(good: "z2m", bad: "z2m/#"),
+        "devices.command_timeout": Sample(good: "2s", bad: "0"),
     ]
 
     /// The keys of README's "Configuration" table; `.path` after `source.lights_command.method` is

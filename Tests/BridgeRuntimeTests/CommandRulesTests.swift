@@ -86,7 +86,7 @@ import Testing
     }
 
     @Test func anAPICommandWaitsForTheLightSwitch() async {
-        let lamp = RecordingSwitch(answer: .success(()))
+        let lamp = RecordingSwitch(answer: .success(.accepted))
         let bridge = RuntimeFixture(lights: lamp)
         let task = Task { await bridge.commands.run() }
         defer { task.cancel() }
@@ -117,15 +117,15 @@ final class RecordingSwitch: LightSwitch, @unchecked Sendable {
     // @unchecked: `calls` is guarded by `lock`.
     private let lock = NSLock()
     private var asked: [Bool] = []
-    let answer: Result<Void, CommandRejection>
+    let answer: Result<SwitchOutcome, CommandRejection>
 
-    init(answer: Result<Void, CommandRejection>) {
+    init(answer: Result<SwitchOutcome, CommandRejection>) {
         self.answer = answer
     }
 
     var calls: [Bool] { lock.withLock { asked } }
 
-    func switchLight(_ target: CommandTarget, on: Bool) async -> Result<Void, CommandRejection> {
+    func switchLight(_ target: CommandTarget, on: Bool) async -> Result<SwitchOutcome, CommandRejection> {
         lock.withLock { asked.append(on) }
         return answer
     }

@@ -35,7 +35,7 @@ struct RuntimeFixture {
         controller = HomeController(store: store, bus: bus, membership: configuration.cluster.membership)
         commands = CommandService(controller: controller, configuration: configuration,
                                   outbound: Outbound(broker: broker, qos: 1, logger: logger), logger: logger,
-                                  lights: lights, switchTimeout: 2)
+                                  lights: { _ in lights }, switchTimeout: 2)
         bus.subscribe(commands)
     }
 }

@@ -1,0 +1,459 @@
+import BridgeCore
+import BridgeMQTT
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Synchronization
+
+/// Real devices (README, "Connect your devices"): every bound sensor of the users this instance
+/// owns reads its device's MQTT messages (or polls its HTTP endpoint), and bound lights are
+/// switched on the device and published only when it confirms. Rooms with devices say on their
+/// availability topic whether every device is online and no sensor is stale.
+///
+/// Devices on the bridge's own broker are subscribed through the bridge's router; with
+/// `devices.mqtt.url` the source has a connection of its own, reconnecting like the bridge's.
+final class DeviceSource: BridgeFeature, LightSwitch {
+    let name = "devices"
+
+    /// One bound sensor reading one topic.
+    struct Entry: Sendable {
+        var key: RoomKey
+        var sensor: SensorKind
+        var bound: BoundSensor
+        var extractor: ValueExtractor
+
+        var sensorKey: SensorKey { SensorKey(room: key, sensor: sensor.id) }
+    }
+
+    struct SensorKey: Hashable, Sendable {
+        var room: RoomKey
+        var sensor: String
+    }
+
+    private struct State {
+        /// Availability topic → what the device last said (absent: nothing yet, taken as online).
+        var deviceOnline: [String: Bool] = [:]
+        var stale: Set<SensorKey> = []
+        var lastSeen: [SensorKey: Double] = [:]
+        var problem: [SensorKey: String] = [:]
+        var errors: [SensorKey: Int] = [:]
+        var roomOnline: [RoomKey: Bool] = [:]
+    }
+
+    let exactReads: [String: [Entry]]
+    let wildcardReads: [(filter: String, entries: [Entry])]
+    let availability: [String: (DeviceTopics.Availability, [RoomKey])]
+    private let lights: [RoomKey: (topics: DeviceTopics?, http: HTTPBinding?)]
+    private let httpSensors: [(entry: Entry, binding: HTTPBinding)]
+    private let expiring: [(key: SensorKey, seconds: Double)]
+    /// Each room with devices: its availability topics and sensors.
+    private let rooms: [RoomKey: (devices: [String], sensors: [SensorKey])]
+
+    private let controller: HomeController
+    private let logger: Logger
+    private let broker: any BrokerLink
+    /// The source's own connection, with `devices.mqtt.url`.
+    private let ownBroker: MQTTClient?
+    private let address: String
+    private let commandTimeout: Double
+    private let defaultInterval: Double
+    private let source: BridgeConfiguration.Source
+    private let state = Mutex(State())
+    private let confirmations = AsyncAnswers<RoomKey, Bool>()
+    private let started = Monotonic.now
+    private let http: URLSession
+
+    /// - Parameters:
+    ///   - configuration: the users this instance owns.
+    ///   - bridgeBroker: the bridge's connection, used when `devices.mqtt.url` is not set.
+    init(configuration: BridgeConfiguration, controller: HomeController, bridgeBroker: any BrokerLink,
+         bridgeBrokerAddress: String, logger: Logger) throws {
+        self.controller = controller
+        self.logger = logger
+        commandTimeout = configuration.devices.commandTimeout
+        defaultInterval = max(configuration.source.interval, 1)
+        source = configuration.source
+        var exact: [String: [Entry]] = [:]
+        var wildcard: [String: [Entry]] = [:]
+        var availability: [String: (DeviceTopics.Availability, [RoomKey])] = [:]
+        var lights: [RoomKey: (topics: DeviceTopics?, http: HTTPBinding?)] = [:]
+        var httpSensors: [(entry: Entry, binding: HTTPBinding)] = []
+        var expiring: [(key: SensorKey, seconds: Double)] = []
+        var rooms: [RoomKey: (devices: [String], sensors: [SensorKey])] = [:]
+        for user in configuration.users {
+            for room in user.rooms where !room.bindings.isEmpty {
+                let key = RoomKey(user: user.id, room: room.id)
+                var devices: [String] = []
+                var sensors: [SensorKey] = []
+                for sensor in room.sensors {
+                    guard let bound = room.bindings[sensor] else { continue }
+                    let sensorKey = SensorKey(room: key, sensor: sensor.id)
+                    sensors.append(sensorKey)
+                    if let seconds = bound.expireAfter { expiring.append((sensorKey, seconds)) }
+                    if case .http(let binding) = bound.binding {
+                        httpSensors.append((Entry(key: key, sensor: sensor, bound: bound,
+                                                  extractor: binding.value.map { .pointer($0) } ?? .whole), binding))
+                        if sensor == .lights { lights[key] = (nil, binding) }
+                        continue
+                    }
+                    guard let topics = bound.topics(for: sensor, zigbeeBase: configuration.devices.zigbeeBaseTopic)
+                    else { continue }
+                    for read in topics.reads {
+                        let entry = Entry(key: key, sensor: sensor, bound: bound, extractor: read.extractor)
+                        if read.filter.contains("+") || read.filter.contains("#") {
+                            wildcard[read.filter, default: []].append(entry)
+                        } else {
+                            exact[read.filter, default: []].append(entry)
+                        }
+                    }
+                    if let device = topics.availability {
+                        var known = availability[device.topic] ?? (device, [])
+                        if !known.1.contains(key) { known.1.append(key) }
+                        availability[device.topic] = known
+                        if !devices.contains(device.topic) { devices.append(device.topic) }
+                    }
+                    if sensor == .lights { lights[key] = (topics, nil) }
+                }
+                rooms[key] = (devices, sensors)
+            }
+        }
+        exactReads = exact
+        wildcardReads = wildcard.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+        self.availability = availability
+        self.lights = lights
+        self.httpSensors = httpSensors
+        self.expiring = expiring
+        self.rooms = rooms
+        let session = URLSessionConfiguration.ephemeral
+        session.requestCachePolicy = .reloadIgnoringLocalCacheData
+        session.httpMaximumConnectionsPerHost = 2
+        http = URLSession(configuration: session)
+        if let url = configuration.devices.mqttURL {
+            var devicesConfiguration = configuration
+            devicesConfiguration.mqtt.url = url
+            devicesConfiguration.mqtt.username = configuration.devices.mqttUsername
+            devicesConfiguration.mqtt.password = configuration.devices.mqttPassword
+            devicesConfiguration.mqtt.passwordFile = nil
+            devicesConfiguration.mqtt.tlsCA = nil
+            var mqtt = try Bridge.mqttConfiguration(devicesConfiguration, broker: url, logger: logger)
+            mqtt.clientID = configuration.clientID + "-devices"
+            mqtt.will = nil
+            mqtt.cleanSession = true
+            let client = try MQTTClient(configuration: mqtt)
+            ownBroker = client
+            broker = client
+            address = url.description
+        } else {
+            ownBroker = nil
+            broker = bridgeBroker
+            address = bridgeBrokerAddress
+        }
+    }
+
+    /// Whether any sensor of this instance is bound.
+    var isEmpty: Bool { rooms.isEmpty }
+
+    /// Every topic and filter the devices publish on.
+    var deviceFilters: [String] {
+        Array(exactReads.keys).sorted() + wildcardReads.map(\.filter) + Array(availability.keys).sorted()
+    }
+
+    var subscriptions: [MQTTSubscription] {
+        ownBroker == nil ? deviceFilters.map { MQTTSubscription(filter: $0, qos: 1) } : []
+    }
+
+    /// Whether the light of `key` is bound to a device (which then switches it).
+    func bindsLight(_ key: RoomKey) -> Bool { lights[key] != nil }
+
+    // MARK: Messages
+
+    func handle(_ message: MQTTMessage) {
+        // An empty retained payload is a cleared topic, not a reading.
+        guard !message.payload.isEmpty else { return }
+        var entries = exactReads[message.topic] ?? []
+        for (filter, matching) in wildcardReads where MQTTTopicFilter.matches(filter, topic: message.topic) {
+            entries += matching
+        }
+        var readings: [Reading] = []
+        for entry in entries {
+            switch DevicePayload.decode(message.payload, extractor: entry.extractor, sensor: entry.sensor,
+                                        bound: entry.bound) {
+            case .value(let value):
+                readings.append(Reading(user: entry.key.user, room: entry.key.room, sensor: entry.sensor, value: value))
+                seen(entry)
+            case .notForThisSensor:
+                continue
+            case .problem(let problem):
+                failed(entry, problem, topic: message.topic)
+            }
+        }
+        if !readings.isEmpty { apply(readings) }
+        if let (device, keys) = availability[message.topic] {
+            guard let online = device.isOnline(message.payload) else {
+                logger.warning("ignored a device availability that says neither online nor offline",
+                               ["topic": message.topic, "payload": String(message.text.prefix(40))])
+                return
+            }
+            let changed = state.withLock { state -> Bool in
+                defer { state.deviceOnline[message.topic] = online }
+                return state.deviceOnline[message.topic] != online
+            }
+            if changed {
+                logger.info(online ? "device online" : "device offline", ["topic": message.topic])
+                for key in keys { updateRoom(key) }
+            }
+        }
+    }
+
+    private func apply(_ readings: [Reading]) {
+        controller.record(readings)
+        for reading in readings where reading.sensor == .lights {
+            if case .binary(let on) = reading.value { confirmations.deliver(on, for: RoomKey(user: reading.user, room: reading.room)) }
+        }
+    }
+
+    private func seen(_ entry: Entry) {
+        let key = entry.sensorKey
+        let (recovered, wasStale) = state.withLock { state -> (String?, Bool) in
+            state.lastSeen[key] = Monotonic.now
+            let wasStale = state.stale.remove(key) != nil
+            return (state.problem.removeValue(forKey: key), wasStale)
+        }
+        if recovered != nil {
+            logger.info("device readings are readable again", ["user": key.room.user, "room": key.room.room,
+                                                               "sensor": key.sensor])
+        }
+        if wasStale {
+            logger.info("sensor reports again", ["user": key.room.user, "room": key.room.room, "sensor": key.sensor])
+            updateRoom(key.room)
+        }
+    }
+
+    /// One log line per sensor per change of problem; every failure counted for `/metrics`.
+    private func failed(_ entry: Entry, _ problem: DevicePayloadProblem, topic: String) {
+        let key = entry.sensorKey
+        let isNew = state.withLock { state -> Bool in
+            state.errors[key, default: 0] += 1
+            defer { state.problem[key] = problem.code }
+            return state.problem[key] != problem.code
+        }
+        if isNew {
+            logger.warning("ignored a device payload that gives no value; keeping the last good one",
+                           ["user": key.room.user, "room": key.room.room, "sensor": key.sensor, "topic": topic,
+                            "problem": problem.description])
+        }
+    }
+
+    /// Publishes the room's availability when it changed: online while every device is and no
+    /// sensor is stale.
+    private func updateRoom(_ key: RoomKey) {
+        guard let room = rooms[key] else { return }
+        let changed = state.withLock { state -> Bool? in
+            let online = room.devices.allSatisfy { state.deviceOnline[$0] ?? true }
+                && room.sensors.allSatisfy { !state.stale.contains($0) }
+            guard state.roomOnline[key] != online else { return nil }
+            state.roomOnline[key] = online
+            return online
+        }
+        if let online = changed { controller.setAvailability(key, online: online) }
+    }
+
+    /// Payload errors so far, per sensor (for `/metrics`).
+    var payloadErrors: [(RoomKey, String, Int)] {
+        state.withLock { state in
+            state.errors.map { ($0.key.room, $0.key.sensor, $0.value) }
+                .sorted { ($0.0.user, $0.0.room, $0.1) < ($1.0.user, $1.0.room, $1.1) }
+        }
+    }
+
+    // MARK: Running
+
+    func run() async {
+        guard !isEmpty else { return }
+        logger.info("reading devices", ["rooms": String(rooms.count), "topics": String(deviceFilters.count),
+                                        "http": String(httpSensors.count), "broker": address])
+        await withDiscardingTaskGroup { group in
+            if let ownBroker {
+                group.addTask { await self.serve(ownBroker) }
+            }
+            group.addTask { await self.watchFreshness() }
+            for (entry, binding) in httpSensors {
+                group.addTask { await self.poll(entry, binding) }
+            }
+        }
+    }
+
+    func shutdown() async {
+        ownBroker?.stop()
+    }
+
+    /// The devices' own broker: subscribed to every device topic, its messages handled here.
+    private func serve(_ client: MQTTClient) async {
+        for filter in deviceFilters {
+            do { try client.subscribe(filter, qos: 1) } catch {
+                logger.error("cannot subscribe to a device topic", ["topic": filter, "error": error.description])
+            }
+        }
+        do { try client.start() } catch {
+            logger.error("cannot start the devices' broker connection", ["error": error.description])
+            return
+        }
+        var wasConnected = false
+        for await event in client.events {
+            Bridge.log(event, broker: client, address: address, wasConnected: wasConnected, logger: logger)
+            switch event {
+            case .connected: wasConnected = true
+            case .refused, .disconnected: wasConnected = false
+            case .message(let message): handle(message)
+            }
+        }
+    }
+
+    /// Marks sensors stale when nothing came for their `expire_after` (counted from start for one
+    /// never heard from), every second.
+    private func watchFreshness() async {
+        guard !expiring.isEmpty else { return }
+        while !Task.isCancelled {
+            do { try await Task.sleep(for: .seconds(1)) } catch { return }
+            let now = Monotonic.now
+            let turnedStale = state.withLock { state -> [SensorKey] in
+                expiring.filter { key, seconds in
+                    now - (state.lastSeen[key] ?? started) > seconds && state.stale.insert(key).inserted
+                }.map(\.key)
+            }
+            for key in turnedStale {
+                logger.warning("sensor is stale: nothing from its device within expire_after",
+                               ["user": key.room.user, "room": key.room.room, "sensor": key.sensor])
+                updateRoom(key.room)
+            }
+        }
+    }
+
+    // MARK: HTTP devices
+
+    /// Polls one HTTP-bound sensor every `interval`, backing off on failures like a REST room.
+    private func poll(_ entry: Entry, _ binding: HTTPBinding) async {
+        var schedule = PollSchedule(interval: binding.interval ?? defaultInterval, maxBackoff: source.maxBackoff,
+                                    failuresBeforeOffline: source.failuresBeforeOffline, firstPoll: Monotonic.now)
+        while !Task.isCancelled {
+            let wait = schedule.nextPoll - Monotonic.now
+            if wait > 0 {
+                do { try await Task.sleep(for: .milliseconds(Int(wait * 1000))) } catch { return }
+            }
+            let started = Monotonic.now
+            switch await fetch(entry, binding) {
+            case .success(let value):
+                let change = schedule.succeeded(start: started)
+                apply([Reading(user: entry.key.user, room: entry.key.room, sensor: entry.sensor, value: value)])
+                seen(entry)
+                if change.availabilityChanged { controller.setAvailability(entry.key, online: true) }
+            case .failure(let failure):
+                let problem = failure.problem
+                let change = schedule.failed(start: started, problem: problem)
+                if change.worthLogging {
+                    logger.warning("device poll failed", ["user": entry.key.user, "room": entry.key.room,
+                                                          "sensor": entry.sensor.id, "problem": problem])
+                }
+                if change.availabilityChanged { controller.setAvailability(entry.key, online: false) }
+            }
+        }
+    }
+
+    private func fetch(_ entry: Entry, _ binding: HTTPBinding) async -> Result<SensorValue, DeviceFailure> {
+        guard let url = URL(string: binding.url) else { return .failure(DeviceFailure("cannot build a URL from \(binding.url)")) }
+        var request = URLRequest(url: url, timeoutInterval: binding.timeout)
+        for (name, value) in binding.headers { request.setValue(value, forHTTPHeaderField: name) }
+        let body: [UInt8]
+        switch await send(request) {
+        case .success(let bytes): body = bytes
+        case .failure(let failure): return .failure(failure)
+        }
+        switch DevicePayload.decode(body, extractor: entry.extractor, sensor: entry.sensor, bound: entry.bound) {
+        case .value(let value): return .success(value)
+        case .notForThisSensor: return .failure(DeviceFailure("no value"))
+        case .problem(let problem):
+            failed(entry, problem, topic: binding.url)
+            return .failure(DeviceFailure(problem.description))
+        }
+    }
+
+    private func send(_ request: URLRequest) async -> Result<[UInt8], DeviceFailure> {
+        do {
+            let (data, response) = try await http.data(for: request)
+            let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+            guard (200..<300).contains(status) else { return .failure(DeviceFailure("status \(status)")) }
+            return .success(Array(data.prefix(DevicePayload.maxBytes + 1)))
+        } catch let error as URLError where error.code == .timedOut {
+            return .failure(DeviceFailure("timed out"))
+        } catch {
+            return .failure(DeviceFailure("connection failed: \(error.localizedDescription)"))
+        }
+    }
+
+    // MARK: Lights
+
+    /// Sends the command to the light's device and waits for the device to report the new state
+    /// (`devices.command_timeout`); an optimistic device is taken at its word.
+    func switchLight(_ target: CommandTarget, on: Bool) async -> Result<SwitchOutcome, CommandRejection> {
+        guard let light = lights[target.key] else { return .success(.accepted) }
+        if let binding = light.http, let command = binding.command {
+            return await switchOverHTTP(target, on: on, binding: binding, command: command)
+        }
+        guard let topics = light.topics, let command = topics.command else { return .success(.accepted) }
+        let payload = on ? command.on : command.off
+        let publish: @Sendable () -> Void = { [broker, logger] in
+            do {
+                _ = try broker.publish(topic: command.topic, payload: Array(payload.utf8), qos: 1, retain: false)
+            } catch {
+                logger.warning("cannot send a command to a device", ["topic": command.topic, "error": "\(error)"])
+            }
+        }
+        if topics.optimistic {
+            publish()
+            return .success(.accepted)
+        }
+        let confirmed = await confirmations.wait(for: target.key, timeout: commandTimeout, accepts: { $0 == on },
+                                                 send: publish)
+        return confirmed == nil ? .failure(.deviceTimeout(seconds: commandTimeout)) : .success(.applied)
+    }
+
+    /// An HTTP light: the command request, then polls until one shows the new state.
+    private func switchOverHTTP(_ target: CommandTarget, on: Bool, binding: HTTPBinding,
+                                command: HTTPBinding.Command) async -> Result<SwitchOutcome, CommandRejection> {
+        guard let url = URL(string: command.url) else {
+            return .failure(.upstream(status: 0, detail: "cannot build a URL from \(command.url)"))
+        }
+        var request = URLRequest(url: url, timeoutInterval: binding.timeout)
+        request.httpMethod = command.method
+        for (name, value) in binding.headers { request.setValue(value, forHTTPHeaderField: name) }
+        if let body = command.body {
+            request.httpBody = Data(body.replacing("{state}", with: on ? "ON" : "OFF").utf8)
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        }
+        if case .failure(let failure) = await send(request) {
+            return .failure(.upstream(status: 0, detail: failure.problem))
+        }
+        guard let entry = httpSensors.first(where: { $0.entry.key == target.key && $0.entry.sensor == .lights })?.entry
+        else { return .success(.accepted) }
+        let deadline = Monotonic.now + commandTimeout
+        while Monotonic.now < deadline, !Task.isCancelled {
+            if case .success(let value) = await fetch(entry, binding) {
+                apply([Reading(user: target.user.id, room: target.room.id, sensor: .lights, value: value)])
+                seen(entry)
+                if value == .binary(on) { return .success(.applied) }
+            }
+            try? await Task.sleep(for: .milliseconds(Int(min(0.5, commandTimeout / 4) * 1000)))
+        }
+        return .failure(.deviceTimeout(seconds: commandTimeout))
+    }
+}
+
+/// Why a device poll or request gave nothing.
+struct DeviceFailure: Error {
+    var problem: String
+
+    init(_ problem: String) {
+        self.problem = problem
+    }
+}
