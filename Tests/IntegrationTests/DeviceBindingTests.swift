@@ -331,4 +331,28 @@ struct DeviceBindingTests {
         }
         #expect(id(newConfig) == id(oldConfig) && id(oldConfig) == "smarthome_3_patio_temperature")
     }
+
+    @Test func devicesOnABrokerOfTheirOwn() async throws {
+        let devicesBroker = try await TestBroker()
+        let settings = Self.settings() + "  mqtt:\n    url: \(devicesBroker.url)\n"
+            + (devicesBroker.username.map { "    username: \"\($0)\"\n    password: \"\(devicesBroker.password ?? "")\"\n" } ?? "")
+        let home = try await Home(extraUsers: Self.user("""
+                  - name: Garden
+                    sensors:
+                      - { name: Temperature, tasmota: { topic: garden_plug } }
+                      - { name: Lights, tasmota: { topic: garden_plug } }
+            """), settings: settings)
+        let device = try await TestSubscriber(broker: devicesBroker, subscribe: ["cmnd/#"], name: "plug")
+        try device.publish("tele/garden_plug/SENSOR", #"{"DS18B20":{"Temperature":17.5},"TempUnit":"C"}"#)
+        _ = try await home.watcher.waitFor("smarthome/3/garden/temperature", payload: "17.5")
+        // The same payload on the bridge's broker is nobody's device.
+        try home.device.publish("tele/garden_plug/SENSOR", #"{"DS18B20":{"Temperature":30.0},"TempUnit":"C"}"#)
+        // Commands go to the devices' broker, and its answer confirms them.
+        try home.watcher.publish("smarthome/3/garden/lights/set", "ON")
+        _ = try await device.waitFor("cmnd/garden_plug/POWER", payload: "ON")
+        try device.publish("stat/garden_plug/POWER", "ON")
+        _ = try await home.watcher.waitFor("smarthome/3/garden/lights", payload: "ON")
+        #expect(home.watcher.last("smarthome/3/garden/temperature") == "17.5")
+        #expect(home.device.messages.isEmpty, "a command went to the bridge's broker")
+    }
 }
