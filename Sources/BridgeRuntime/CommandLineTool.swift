@@ -94,7 +94,8 @@ public enum CommandLineTool {
             }
             status = 1
         }
-        for warning in warnings {
+        // Valid but unsafe settings (README "Security model") are warnings too; the bridge logs them at start.
+        for warning in warnings.map(\.description) + ((try? loaded.get())?.warnings ?? []) {
             FileHandle.standardError.write(Data("  warning: \(warning)\n".utf8))
         }
         return status
