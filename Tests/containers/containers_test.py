@@ -25,6 +25,7 @@ import json
 import os
 import secrets
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -84,6 +85,22 @@ def project_objects():
     return containers, volumes, networks
 
 
+# Every volume a container of the project had mounted, named or anonymous (an image's VOLUME
+# without a mount over it gets an anonymous one): `down -v` must remove them all.
+SEEN_VOLUMES = set()
+
+
+def remember_volumes(services):
+    for service in services:
+        mounts = json.loads(engine("inspect", "--format", "{{json .Mounts}}", container(service)).stdout)
+        SEEN_VOLUMES.update(m["Name"] for m in mounts if m.get("Type") == "volume")
+
+
+def volumes_left():
+    existing = set(engine("volume", "ls", "--format", "{{.Name}}").stdout.split())
+    return sorted(SEEN_VOLUMES & existing)
+
+
 def healthcheck(service):
     """Runs the service's healthcheck once: (passed, output)."""
     name = container(service)
@@ -106,6 +123,7 @@ def wait_healthy(services):
         if not pending or time.monotonic() >= deadline:
             break
         time.sleep(2)
+    remember_volumes(services)
     if pending:
         logs = "\n".join(f"--- {s} (tail) ---\n{engine('logs', '--tail', '30', container(s), check_status=False).stdout}"
                          for s in pending)
@@ -272,8 +290,48 @@ def retained_marker():
     return dict(messages).get(MARKER_TOPIC) if MARKER_TOPIC in before else None
 
 
+def context_files(*args):
+    result = run([sys.executable, os.path.join(HERE, "build_context.py")] + list(args), timeout=300)
+    return result.stdout.split()
+
+
+def check_build_context():
+    """Docker's and Buildah's build contexts are the same files (.dockerignore), test targets included:
+    Buildah as the engine has it, the docker CLI's (its own matcher, classic builder, against a
+    stand-in API: no daemon is needed) and the stack test's matcher of Docker's rules."""
+    listings = {"buildah": context_files("buildah", *ENGINE) if os.path.basename(ENGINE[0]) == "podman" else None,
+                "docker-cli": context_files("docker") if shutil.which("docker") else None,
+                "docker-rules": context_files("python")}
+    present = {name: files for name, files in listings.items() if files is not None}
+    reference = present["docker-rules"]
+    ensure(any(f.startswith("Tests/IntegrationTests/") and f.endswith(".swift") for f in reference)
+           and "Package.swift" in reference, f"the context lacks the package or its test targets: {reference[:10]}")
+    for name, files in present.items():
+        missing, extra = sorted(set(reference) - set(files)), sorted(set(files) - set(reference))
+        ensure(not missing and not extra, f"{name} differs from Docker's rules: missing {missing[:5]}, extra {extra[:5]}")
+    skipped = [name for name, files in listings.items() if files is None]
+    return (f"{len(reference)} files, the same for " + ", ".join(present)
+            + (f"; not run: {', '.join(skipped)} (not installed)" if skipped else ""))
+
+
+def check_image():
+    image = json.loads(engine("image", "inspect", "smarthome-bridge:local").stdout)[0]
+    config = image["Config"]
+    # Docker keeps it in Config, Podman's inspect beside it.
+    health = (config.get("Healthcheck") or image.get("Healthcheck") or {}).get("Test") or []
+    ensure(any("/healthz" in part for part in health), f"no HEALTHCHECK in the image: {health}")
+    ensure(config.get("User") == "10001:10001", f"User {config.get('User')!r}")
+    ensure(set(config.get("Volumes") or {}) == {"/config", "/data"}, f"Volumes {config.get('Volumes')}")
+    ensure(config.get("Entrypoint") == ["smarthome-bridge"] and config.get("Cmd") == ["run"],
+           f"Entrypoint {config.get('Entrypoint')} Cmd {config.get('Cmd')}")
+    return f"HEALTHCHECK {health[-1][:60]}..., User 10001:10001, /config and /data"
+
+
 def main():
     print(f"# {' '.join(ENGINE)}, {' '.join(COMPOSE)}, project {PROJECT}, ports {PORTS}", flush=True)
+    check("build context: Buildah, the docker CLI and Docker's rules let in the same files", check_build_context)
+    check("hadolint on the Dockerfile", st.check_hadolint)
+    check("the bridge image keeps the Dockerfile's HEALTHCHECK, user, volumes and entry point", check_image)
     try:
         scenario()
     finally:
@@ -281,7 +339,9 @@ def main():
             compose("down", "-v", profiles=["rest"], variables={"SMARTHOME_SOURCE_KIND": "rest"})
             left = project_objects()
             ensure(not any(left), f"left behind: {left}")
-            return "no container, volume or network of the project left"
+            anonymous = volumes_left()
+            ensure(not anonymous, f"volumes the containers had mounted are left: {anonymous}")
+            return f"no container, volume or network of the project left ({len(SEEN_VOLUMES)} volumes seen, all gone)"
 
         check("cleanup: `down -v` with every profile used", cleaned)
     return finish()
