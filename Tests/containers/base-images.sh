@@ -11,8 +11,8 @@
 #
 # An image already present is kept (REBUILD_BASE_IMAGES=1 makes all three again). Usage:
 #   base-images.sh ENGINE     ENGINE: docker or podman (with its global options, one word each)
-# Environment: DEBIAN_MIRROR (default: the first deb.debian.org-style URI apt uses here),
-# SWIFT_TOOLCHAIN (default /opt/swift; a folder with usr/bin/swift). Needs debootstrap and root.
+# Environment: DEBIAN_MIRROR (default: the Debian archive URI apt uses here), DEBIAN_SECURITY_MIRROR
+# (default: the same host's debian-security), SWIFT_TOOLCHAIN (default /opt/swift; a folder with usr/bin/swift). Needs debootstrap and root.
 set -euo pipefail
 read -r -a engine <<< "${1:?usage: base-images.sh ENGINE}"
 toolchain=${SWIFT_TOOLCHAIN:-/opt/swift}
@@ -57,7 +57,11 @@ if ! have debian:bookworm-slim; then
     debootstrap --variant=minbase bookworm "$root" "$url" > "$root.log" 2>&1 ||
         { tail -20 "$root.log" >&2; rm -f "$root.log"; exit 1; }
     rm -f "$root.log"
-    # As in the official slim image: no package lists or downloaded packages left behind.
+    # As in the official slim image: bookworm, its updates and security suites (so the Dockerfile's
+    # apt-get gets today's fixes), no package lists or downloaded packages left behind.
+    security=${DEBIAN_SECURITY_MIRROR:-${url%/debian*}/debian-security}
+    printf 'deb %s bookworm main\ndeb %s bookworm-updates main\ndeb %s bookworm-security main\n' \
+        "$url" "$url" "$security" > "$root/etc/apt/sources.list"
     rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/archives/*.deb
     tar --numeric-owner -C "$root" -c . |
         "${engine[@]}" import --change 'CMD ["bash"]' --change "LABEL $label=debootstrap" - debian:bookworm-slim >/dev/null
