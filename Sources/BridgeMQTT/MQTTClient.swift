@@ -156,6 +156,7 @@ final class MQTTConnection: @unchecked Sendable {
         /// The broker's CONNACK on the current attempt, set by the callback.
         var connack: (code: Int32, sessionPresent: Bool)?
         var lastProblem: String?
+        var takeover = TakeoverWatch(stablePeriod: MQTTConnection.stablePeriod)
         var subscriptions: [(filter: String, qos: Int)] = []
         /// QoS 1/2 message ids handed to libmosquitto and not yet acknowledged.
         var pending: Set<Int32> = []
@@ -461,8 +462,11 @@ final class MQTTConnection: @unchecked Sendable {
                 (event, problem) = (.disconnected(unexpected: true, reason: reason), reason)
             case .refused(let reason):
                 (event, problem) = (.refused(reason: reason), "broker refused: \(reason)")
-            case .lost(let reason, _):
-                (event, problem) = (.disconnected(unexpected: true, reason: reason), reason)
+            case .lost(let reason, let connectedFor):
+                let clientID = configuration.clientID
+                let suspicion = state.withLock { $0.takeover.lost(after: connectedFor, clientID: clientID) }
+                let text = suspicion.map { "\(reason); \($0)" } ?? reason
+                (event, problem) = (.disconnected(unexpected: true, reason: text), text)
             }
             let delay = state.withLock { state -> Double in
                 if case .lost(_, let connectedFor) = outcome, connectedFor >= MQTTConnection.stablePeriod {

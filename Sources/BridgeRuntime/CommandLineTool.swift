@@ -105,12 +105,17 @@ public enum CommandLineTool {
     }
 
     private static func run(configPath: String, environment: [String: String]) async -> Int32 {
-        let configuration: BridgeConfiguration
+        var configuration: BridgeConfiguration
         switch ConfigFile.load(path: configPath, environment: environment) {
         case .success(let loaded): configuration = loaded
         case .failure(let problems):
             let lines = problems.issues.map { "  \($0)" }.joined(separator: "\n")
             return fail("not starting: \(configPath) has \(problems.issues.count) problem(s)\n\(lines)")
+        }
+        do {
+            configuration = try ClientIdentity.applyingInstallDefault(to: configuration)
+        } catch {
+            return fail("not starting: \(error)")
         }
         let logger = Logger(level: configuration.log.level)
         logger.info("starting smarthome-bridge", ["version": Bridge.version, "config": configPath])
