@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # REST mode end to end: an upstream that serves the seed routes (this bridge in simulated mode with
 # legacy routes on, on port 8081 with its own embedded broker on 1883 and base topic "upstream"),
-# and a second bridge that polls it (port 8080, topics under "smarthome" on the same broker).
+# and a second bridge that polls it (port 8080, topics under "smarthome" on an embedded broker of
+# its own, on the next free port: an embedded broker admits only its own bridge and local account).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BRIDGE=${BRIDGE:-.build/debug/smarthome-bridge}
@@ -21,8 +22,9 @@ for _ in $(seq 100); do
 done
 broker=$(grep -o 'listening=mqtt://[0-9.:]*' "$RUN/upstream.log" | head -n 1 | cut -d= -f2)
 echo "upstream: http://127.0.0.1:8081 (log: $RUN/upstream.log), broker: $broker"
-echo "polling bridge: http://127.0.0.1:8080, topics smarthome/# on $broker"
+echo "  watch: $(grep -o 'watch with mosquitto_sub.*' "$RUN/upstream.log" | head -n 1 | cut -d' ' -f3-)"
+echo "polling bridge: http://127.0.0.1:8080, its broker and the command to watch it in its log below"
 
-SMARTHOME_MQTT_URL="$broker" SMARTHOME_SOURCE_KIND=rest SMARTHOME_SOURCE_BASE_URL=http://127.0.0.1:8081 \
+SMARTHOME_SOURCE_KIND=rest SMARTHOME_SOURCE_BASE_URL=http://127.0.0.1:8081 \
 SMARTHOME_STORAGE_PATH="$RUN/bridge.sqlite" \
     "$BRIDGE" --config config/bridge.yaml
