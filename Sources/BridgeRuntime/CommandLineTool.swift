@@ -94,7 +94,8 @@ public enum CommandLineTool {
             }
             status = 1
         }
-        for warning in warnings {
+        // Valid but unsafe settings (README "Security model") are warnings too; the bridge logs them at start.
+        for warning in warnings.map(\.description) + ((try? loaded.get())?.warnings ?? []) {
             FileHandle.standardError.write(Data("  warning: \(warning)\n".utf8))
         }
         return status
@@ -125,7 +126,7 @@ public enum CommandLineTool {
     }
 
     private static func run(configPath: String, environment: [String: String]) async -> Int32 {
-        let configuration: BridgeConfiguration
+        var configuration: BridgeConfiguration
         switch ConfigFile.load(path: configPath, environment: environment) {
         case .success(let loaded): configuration = loaded
         case .failure(let problems):
@@ -135,6 +136,11 @@ public enum CommandLineTool {
             // 1 like check-config and mosquitto-acl for the same config; 2 is kept for usage errors.
             _ = fail("not starting: \(configPath) has \(problems.issues.count) problem(s)\n\(lines)")
             return 1
+        }
+        do {
+            configuration = try ClientIdentity.applyingInstallDefault(to: configuration)
+        } catch {
+            return fail("not starting: \(error)")
         }
         let logger = Logger(level: configuration.log.level)
         logger.info("starting smarthome-bridge", ["version": Bridge.version, "config": configPath])
@@ -148,14 +154,27 @@ public enum CommandLineTool {
             broker = url
         } else {
             do {
-                let started = try await EmbeddedBroker.start(preferredPort: configuration.mqtt.embeddedPort)
+                let access = try EmbeddedBroker.Access.make(
+                    storagePath: configuration.storage.path, baseTopic: configuration.mqtt.baseTopic,
+                    homeAssistantPrefix: configuration.homeAssistant.prefix)
+                let started = try await EmbeddedBroker.start(preferredPort: configuration.mqtt.embeddedPort,
+                                                             access: access)
                 embedded = started
                 broker = BrokerURL(host: started.host, port: started.port, tls: false)
+                configuration.mqtt.username = EmbeddedBroker.Access.bridgeUsername
+                configuration.mqtt.password = access.bridgePassword
+                configuration.mqtt.passwordFile = nil
                 logger.info("no mqtt.url set: started the embedded mosquitto broker",
-                            ["listening": "mqtt://\(started.host):\(started.port)"])
-                if started.port != configuration.mqtt.embeddedPort, configuration.mqtt.embeddedPort != 0 {
-                    logger.warning("port \(configuration.mqtt.embeddedPort) was taken (another broker?): "
-                        + "watch with mosquitto_sub -p \(started.port) -v -t '\(configuration.mqtt.baseTopic)/#'")
+                            ["listening": "mqtt://\(started.host):\(started.port)",
+                             "local_account": EmbeddedBroker.Access.localUsername,
+                             "password_file": access.localPasswordPath])
+                let taken = started.port != configuration.mqtt.embeddedPort && configuration.mqtt.embeddedPort != 0
+                let hint = "mosquitto_sub -p \(started.port) -u \(EmbeddedBroker.Access.localUsername) "
+                    + "-P \"$(cat \(access.localPasswordPath))\" -v -t '\(configuration.mqtt.baseTopic)/#'"
+                if taken {
+                    logger.warning("port \(configuration.mqtt.embeddedPort) was taken (another broker?): watch with \(hint)")
+                } else {
+                    logger.info("watch with \(hint)")
                 }
             } catch {
                 logger.error("cannot start the embedded broker", ["error": error.description])

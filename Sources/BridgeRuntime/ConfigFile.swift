@@ -44,8 +44,6 @@ public enum ConfigFile {
         if let configuration, let problem = missingWebRoot(configuration.http.webRoot) {
             warnings.append(ConfigIssue(path: "http.web_root", message: problem))
         }
-        // Valid but unsafe settings (README "Security model").
-        for unsafe in configuration?.warnings ?? [] { warnings.append(ConfigIssue(path: "UNSAFE", message: unsafe)) }
         return warnings
     }
 

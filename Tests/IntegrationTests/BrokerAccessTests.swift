@@ -353,6 +353,7 @@ final class SecuredBroker: @unchecked Sendable {
             log_type error
             log_type warning
             log_type notice
+            log_type information
 
             """
         try text.write(to: config, atomically: true, encoding: .utf8)
@@ -378,9 +379,9 @@ final class AccountClient: Sendable {
     private let consumer: Task<Void, Never>
 
     init(port: Int, username: String?, password: String?, tls: MQTTConfiguration.TLS? = nil,
-         subscribe filters: [String] = []) throws {
+         subscribe filters: [String] = [], clientID: String? = nil) throws {
         client = try MQTTClient(configuration: MQTTConfiguration(
-            host: "127.0.0.1", port: port, clientID: "acl-test-\(UUID().uuidString.prefix(8))",
+            host: "127.0.0.1", port: port, clientID: clientID ?? "acl-test-\(UUID().uuidString.prefix(8))",
             username: username, password: password, keepalive: 10, tls: tls))
         let client = client
         let received = received

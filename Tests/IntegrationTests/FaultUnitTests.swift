@@ -87,6 +87,22 @@ import Testing
         }
     }
 
+    @Test func quickDropsInARowLookLikeATakeoverAndAStableConnectionEndsTheRun() {
+        var watch = TakeoverWatch(stablePeriod: 10)
+        #expect(watch.lost(after: 0.5, clientID: "b-1") == nil)
+        #expect(watch.lost(after: 9.9, clientID: "b-1") == nil)
+        let suspicion = watch.lost(after: 1, clientID: "b-1")
+        #expect(suspicion?.contains("3 connections in a row lost within 10 s") == true)
+        #expect(suspicion?.contains("client id b-1,") == true)
+        #expect(watch.lost(after: 2, clientID: "b-1")?.hasPrefix("4 connections") == true)
+        // A connection that lasted the stable period starts the count again.
+        #expect(watch.lost(after: 10, clientID: "b-1") == nil)
+        #expect(watch.quickDrops == 0)
+        #expect(watch.lost(after: 1, clientID: "b-1") == nil)
+        #expect(watch.lost(after: 1, clientID: "b-1") == nil)
+        #expect(watch.lost(after: 1, clientID: "b-1") != nil)
+    }
+
     @Test func resentMessagesAreRecognisedOnlyRightAfterAResumedSession() {
         var filter = RedeliveryFilter()
         filter.connected(sessionPresent: false)

@@ -225,10 +225,38 @@ struct MQTTBridgeTests {
     func withoutAnMQTTURLTheBridgeRunsItsOwnBroker() async throws {
         let bridge = try await BridgeProcess(broker: nil)
         #expect(await bridge.waitForLog("started the embedded mosquitto broker"))
-        let line = bridge.log.split(separator: "\n").first { $0.contains("listening=mqtt://127.0.0.1:") }
-        let port = try #require(line.flatMap { Int($0.split(separator: ":").last!) })
-        let values = try await Self.collectRetained(port: port)  // throws unless every topic arrived
+        let line = try #require(bridge.log.split(separator: "\n").first { $0.contains("listening=mqtt://127.0.0.1:") })
+        let port = try #require(line.firstMatch(of: /listening=mqtt:\/\/127\.0\.0\.1:(\d+)/).flatMap { Int($0.1) })
+
+        // No anonymous client gets in (README, "Try it"); the local account's password is in a file
+        // only this user may read, which the log names, with the command to watch the topics.
+        let anonymous = try AccountClient(port: port, username: nil, password: nil)
+        #expect(await anonymous.firstOutcome()?.hasPrefix("refused") == true)
+        let path = try #require(line.firstMatch(of: /password_file=(\S+)/).map { String($0.1) })
+        #expect(path == bridge.directory.appendingPathComponent("bridge.mqtt-password").path)
+        let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        let password = try String(contentsOfFile: path, encoding: .utf8).trimmingCharacters(in: .newlines)
+        #expect(password.count == 24)
+        #expect(bridge.log.contains("watch with mosquitto_sub -p \(port) -u local -P \"$(cat \(path))\""))
+        let wrong = try AccountClient(port: port, username: "local", password: password + "x")
+        #expect(await wrong.firstOutcome()?.hasPrefix("refused") == true)
+        let values = try await Self.collectRetained(port: port, username: "local", password: password)
+        #expect(values.count >= Self.retainedTopics.count)
         #expect(values["smarthome/bridge/state"] == "online")
+
+        // The local account switches lights but cannot plant a reading. The broker handles one
+        // client's publishes in order and delivers to one subscriber in order, so once the switched
+        // light has arrived, a fake temperature that got through would have arrived before it.
+        let local = try AccountClient(port: port, username: "local", password: password,
+                                      subscribe: ["smarthome/1/kitchen/lights", "smarthome/1/kitchen/temperature"])
+        let lights = try await local.waitFor { $0.topic == "smarthome/1/kitchen/lights" && $0.retain }
+        try await local.waitFor { $0.topic == "smarthome/1/kitchen/temperature" && $0.retain }
+        try local.publish("smarthome/1/kitchen/temperature", "99.9", retain: true)
+        try local.publish("smarthome/1/kitchen/lights/set", lights.text == "ON" ? "OFF" : "ON")
+        try await local.waitFor { $0.topic == "smarthome/1/kitchen/lights" && !$0.retain && $0.text != lights.text }
+        #expect(!local.messages.contains { $0.text == "99.9" }, "the local account planted a reading")
+        #expect(local.messages.contains { $0.topic == "smarthome/1/kitchen/temperature" })
 
         bridge.signal(SIGTERM)
         #expect(bridge.waitForExit(timeout: 10) == 0)
