@@ -28,6 +28,8 @@ public struct HTTPRoutes: Sendable {
     public var sessions: SessionServices
     /// Runs a light command through the bridge's one command path.
     public var switchLight: @Sendable (_ user: String, _ room: String, LightCommand) -> Result<Reading, CommandRejection>
+    /// Runs a group's light command (README, "Groups") through the same path; nil: no group routes.
+    public var switchGroup: (@Sendable (_ user: String, _ group: String, LightCommand) -> Result<[Reading], CommandRejection>)?
     public var alarms: any AlarmRepository
     public var history: any HistoryRepository
     /// Orders alarm lists by time of day in the scheduler's time zone.

@@ -113,6 +113,23 @@ public struct Home: Sendable {
         return .success((user, room))
     }
 
+    /// The rooms a group command switches: the group's (`group` nil: every room of the user with
+    /// lights), in the config's order.
+    public func groupTarget(user userID: String, group: String?) -> Result<(User, [Room]), CommandRejection> {
+        guard let user = user(id: userID) else { return .failure(.unknownUser(userID)) }
+        guard let group else {
+            let rooms = user.rooms.filter { $0.sensors.contains(.lights) }
+            return rooms.isEmpty ? .failure(.noLights(room: "*")) : .success((user, rooms))
+        }
+        guard let found = user.group(named: group) else { return .failure(.unknownGroup(user: userID, group: group)) }
+        return .success((user, found.rooms.compactMap { id in user.rooms.first { $0.id == id } }))
+    }
+
+    /// Whether every one of `rooms`' lights is on (README, "Groups": a group is `ON` only then).
+    public func allLightsOn(user: String, rooms: [Room]) -> Bool {
+        !rooms.isEmpty && rooms.allSatisfy { value(of: .lights, in: RoomKey(user: user, room: $0.id)) == .binary(true) }
+    }
+
     /// Applies a light command; returns the new reading when the target is valid.
     public mutating func apply(_ command: LightCommand, user userID: String, room roomID: String, at time: Date)
         -> Result<Reading, CommandRejection>

@@ -43,8 +43,7 @@ public final class Bridge: Sendable {
         let clustered = configuration.cluster.instances > 1
         let outbound = Outbound(broker: mqtt, qos: configuration.mqtt.qos, logger: logger)
         let identity = HomeAssistantDiscovery(prefix: configuration.homeAssistant.prefix, topics: topics,
-                                              version: Bridge.version, sourceKind: configuration.source.kind.rawValue,
-                                              clustered: clustered)
+                                              version: Bridge.version, sourceKind: configuration.source.kind.rawValue)
         let discovery = configuration.homeAssistant.discovery ? identity : nil
         let store = HomeStore(home: Home(users: configuration.users))
         let online = OnlineInstances()
@@ -64,7 +63,9 @@ public final class Bridge: Sendable {
         history = HistoryStore(database: database)
         let recorder = HistoryRecorder(store: history, retentionDays: configuration.storage.retentionDays, logger: logger)
         let events = EventHub()
-        for subscriber in [recorder, events, commands] as [any StateSubscriber] { bus.subscribe(subscriber) }
+        let groups = GroupStatePublisher(store: store, outbound: outbound, topics: topics,
+                                         membership: configuration.cluster.membership)
+        for subscriber in [recorder, events, commands, groups] as [any StateSubscriber] { bus.subscribe(subscriber) }
         let sessions = try SessionService(configuration: configuration, database: database, events: events,
                                           logger: logger)
         let alarmStore = AlarmStore(database: database)
@@ -74,7 +75,7 @@ public final class Bridge: Sendable {
         let replication = clustered
             ? AlarmReplication(store: alarmStore, home: store, topics: topics, outbound: outbound, logger: logger) : nil
         var features: [any BridgeFeature] = [
-            publisher, commands, recorder, events, source,
+            publisher, commands, groups, recorder, events, source,
             HomeAssistantFeature(identity: identity, discovery: discovery, announced: AnnouncedConfigStore(database: database),
                                  store: store, publisher: publisher, outbound: outbound, router: router, logger: logger),
             AlarmScheduler(store: alarmStore, schedule: schedule, controller: controller, commands: commands,
