@@ -40,6 +40,8 @@ public struct BridgeConfiguration: Sendable {
         public var threads = 4
         /// The folder the web dashboard is served from.
         public var webRoot = "web"
+        /// When set, `/metrics` answers only `Authorization: Bearer <this>` (README, "Prometheus").
+        public var metricsToken: String? = nil
     }
 
     public struct LightsCommand: Sendable {

@@ -73,6 +73,7 @@ extension ConfigKey {
         .int("http.threads", \.http.threads, in: 1...256),
         .duration("http.session_ttl", \.http.sessionTTL, in: 1...(3650 * 86_400)),
         .text("http.web_root", \.http.webRoot),
+        .text("http.metrics_token", \.http.metricsToken),
     ]
 
     private static let source: [ConfigKey] = [

@@ -32,6 +32,8 @@ public struct Home: Sendable {
     public let users: [User]
     private var values: [RoomKey: [SensorKind: SensorValue]] = [:]
     private var updated: [RoomKey: Date] = [:]
+    /// When each sensor last reported, changed or not (README, "Prometheus").
+    private var seen: [RoomKey: [SensorKind: Date]] = [:]
     /// How often each room's values changed: what a cached room document is checked against.
     private var revisions: [RoomKey: Int] = [:]
     /// Sensors a room reported beyond its configured ones (an upstream's generic sensors), in the
@@ -73,6 +75,11 @@ public struct Home: Sendable {
         updated[key]
     }
 
+    /// When the sensor's last reading came, whether it changed the value or not; `nil` before the first.
+    public func lastSeen(_ sensor: SensorKind, in key: RoomKey) -> Date? {
+        seen[key]?[sensor]
+    }
+
     /// A number that changes whenever a value of the room does (0 before the first).
     public func revision(of key: RoomKey) -> Int {
         revisions[key] ?? 0
@@ -88,6 +95,7 @@ public struct Home: Sendable {
     @discardableResult
     public mutating func record(_ reading: Reading, at time: Date) -> Bool {
         let key = RoomKey(user: reading.user, room: reading.room)
+        seen[key, default: [:]][reading.sensor] = time
         let old = values[key]?[reading.sensor]
         guard old != reading.value else { return false }
         if old == nil, let room = user(id: reading.user)?.rooms.first(where: { $0.id == reading.room }),

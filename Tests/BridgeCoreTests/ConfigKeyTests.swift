@@ -46,6 +46,7 @@ import Testing
         "http.threads": Sample(good: "2", bad: "0"),
         "http.session_ttl": Sample(good: "7d", bad: "0"),
         "http.web_root": Sample(good: "/srv/web", bad: ""),
+        "http.metrics_token": Sample(good: "scrape-token", bad: ""),
         "source.kind": Sample(good: "rest", needs: ["source.base_url": "http://127.0.0.1:8081"], bad: "magic"),
         "source.interval": Sample(good: "500ms", bad: "-1"),
         "source.seed": Sample(good: "9", bad: "-1"),
