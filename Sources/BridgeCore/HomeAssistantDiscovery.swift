@@ -57,12 +57,17 @@ public struct HomeAssistantDiscovery: Sendable {
         return configs
     }
 
+    /// The event types of the user's events topic that Home Assistant sees as `event` entities.
+    public static let eventTypes = ["gas", "alarm", "command_rejected"]
+
     /// The entities of a user's home beside its rooms, on a device of their own (`<username>
-    /// home`): every light of the user as one `light`, and each group as a `light` (README, "Groups").
+    /// home`): an `event` per event type (README, "Home Assistant"), every light of the user as
+    /// one `light` and each group as a `light` (README, "Groups").
     public func userConfigs(user: User) -> [Config] {
-        guard user.rooms.contains(where: { $0.sensors.contains(.lights) }) else { return [] }
-        var configs = [groupLight(user: user, objectID: "lights", name: "All lights",
-                                  state: topics.userLights(user: user.id), command: topics.userLightsSet(user: user.id))]
+        var configs = Self.eventTypes.map { eventConfig(user: user, type: $0) }
+        guard user.rooms.contains(where: { $0.sensors.contains(.lights) }) else { return configs }
+        configs.append(groupLight(user: user, objectID: "lights", name: "All lights",
+                                  state: topics.userLights(user: user.id), command: topics.userLightsSet(user: user.id)))
         for group in user.groups {
             configs.append(groupLight(user: user, objectID: "group_\(group.name)", name: "Group \(group.name)",
                                       state: topics.group(user: user.id, group: group.name),
@@ -84,6 +89,29 @@ public struct HomeAssistantDiscovery: Sendable {
             ("sw_version", .string(version)),
             ("via_device", .string(bridgeDeviceID)),
         ])
+    }
+
+    /// An `event` entity fed from `<base>/<user>/events`: the template passes on only the events
+    /// of its own type, with `type` copied to the `event_type` Home Assistant wants, and renders
+    /// nothing for the others, which Home Assistant then ignores without a warning.
+    private func eventConfig(user: User, type: String) -> Config {
+        let node = homeNode(user: user)
+        let name = type == "command_rejected" ? "Command rejected" : type.prefix(1).uppercased() + type.dropFirst()
+        let payload = JSONValue.object([
+            ("name", .string(name)),
+            ("unique_id", .string("\(node)_\(type)")),
+            ("default_entity_id", .string("event.\(node)_\(type)")),
+            ("state_topic", .string(topics.events(user: user.id))),
+            ("event_types", .strings([type])),
+            ("value_template", .string(
+                "{% if value_json.type == '\(type)' %}{{ dict(value_json, event_type=value_json.type) | tojson }}{% endif %}")),
+            ("availability_topic", .string(topics.bridgeState)),
+            ("payload_available", .string("online")),
+            ("payload_not_available", .string("offline")),
+            ("device", homeDevice(user: user)),
+            ("origin", origin),
+        ])
+        return Config(topic: "\(prefix)/event/\(node)/\(type)/config", payload: payload)
     }
 
     /// A light that switches several rooms: unavailable only with the bridge (its rooms may each be

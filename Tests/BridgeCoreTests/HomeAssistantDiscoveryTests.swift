@@ -120,7 +120,7 @@ import Testing
     @Test func everyEntityOnceAndIdsDifferPerBaseTopic() {
         let home = Fixtures.home()
         let configs = discovery.configs(home: home)
-        #expect(configs.count == 1 + 2 + 16 * 4, "the bridge, each user's every light, each room's sensors")
+        #expect(configs.count == 1 + 2 * 4 + 16 * 4, "the bridge, each user's 3 events and every light, each room's sensors")
         #expect(Set(configs.map(\.topic)).count == configs.count)
         let other = HomeAssistantDiscovery(prefix: "homeassistant", topics: Topics(base: "flat/2"), version: "0.1.0",
                                            sourceKind: "simulated")
@@ -140,7 +140,7 @@ import Testing
         home.record(Reading(user: user.id, room: user.rooms[0].id, sensor: .named("CO2 level"), value: .text("410")),
                     at: Date())
         let configs = discovery.configs(home: home)
-        #expect(configs.count == 1 + 2 + 16 * 4 + 1)
+        #expect(configs.count == 1 + 2 * 4 + 16 * 4 + 1)
         #expect(discovery.configTopics(home: home) == Set(configs.map(\.topic)))
         let byRoom = home.users.flatMap { user in
             discovery.userConfigs(user: user) + user.rooms.flatMap { discovery.configs(user: user, room: $0, home: home) }
@@ -156,5 +156,22 @@ import Testing
                                            sourceKind: "simulated")
         #expect(!discovery.isOwn(payload: other.config(user: user, room: user.rooms[0], sensor: .lights).payload.bytes))
         #expect(!discovery.isOwn(payload: Array(#"{"unique_id":"zigbee2mqtt_0x1"}"#.utf8)))
+    }
+
+    /// Each user's events as `event` entities (README, "Home Assistant"): one per type, each
+    /// passing on only its own type as `event_type`.
+    @Test func eachEventTypeIsAnEventEntity() throws {
+        let events = discovery.userConfigs(user: user).filter { $0.topic.hasPrefix("homeassistant/event/") }
+        #expect(events.map(\.topic) == ["gas", "alarm", "command_rejected"].map {
+            "homeassistant/event/smarthome_1_home/\($0)/config"
+        })
+        let gas = try #require(try JSONSerialization.jsonObject(with: Data(events[0].payload.bytes)) as? [String: Any])
+        #expect(gas["state_topic"] as? String == "smarthome/1/events")
+        #expect(gas["event_types"] as? [String] == ["gas"])
+        #expect(gas["default_entity_id"] as? String == "event.smarthome_1_home_gas")
+        #expect(gas["object_id"] == nil)
+        #expect((gas["value_template"] as? String)?.contains("value_json.type == 'gas'") == true)
+        #expect(gas["availability_topic"] as? String == "smarthome/bridge/state")
+        #expect(((gas["device"] as? [String: Any])?["identifiers"] as? [String]) == ["smarthome_1_home"])
     }
 }

@@ -258,8 +258,10 @@ def expected_entities(users: list[dict]) -> list[Entity]:
 
 # The group the bridge's config gets (README, "Groups"): (user id, name, room names).
 GROUP = ("1", "downstairs", ["Kitchen", "Livingroom"])
-# The lights of each user's own device: every light, and the group; (user id, unique_id suffix).
+# The entities of each user's own device: every light, the group, the events; (user id, unique_id suffix).
+EVENT_TYPES = ["gas", "alarm", "command_rejected"]
 HOME_LIGHTS = [("1", "lights"), ("1", f"group_{GROUP[1]}"), ("2", "lights")]
+HOME_ENTITIES = HOME_LIGHTS + [(u, t) for u in ("1", "2") for t in EVENT_TYPES]
 
 
 def home_light_unique_id(user_id: str, suffix: str) -> str:
@@ -645,14 +647,16 @@ class Bridge:
     def stop(self, sig: int = signal.SIGTERM) -> float:
         return stop_process(self.proc, sig, 15)
 
-    def api(self, username: str, path: str):
+    def api(self, username: str, path: str, body: dict | None = None):
         base = f"http://{HOST}:{self.http_port}"
         login = urllib.request.Request(base + "/api/v1/login", method="POST",
                                        data=json.dumps({"username": username, "password": DEMO_PASSWORDS[username]}).encode(),
                                        headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(login, timeout=10) as r:
             token = json.loads(r.read())["token"]
-        get = urllib.request.Request(base + path, headers={"Authorization": f"Bearer {token}"})
+        get = urllib.request.Request(base + path, headers={"Authorization": f"Bearer {token}"},
+                                     data=None if body is None else json.dumps(body).encode(),
+                                     method="GET" if body is None else "POST")
         with urllib.request.urlopen(get, timeout=10) as r:
             return json.loads(r.read())
 
@@ -816,17 +820,25 @@ def test_entities(w: World) -> None:
     room_devices = {by_unique[json.loads(w.watch.value(e.config_topic))["unique_id"]]["device_id"] for e in w.entities}
     assert len(room_devices) == 16, f"{len(room_devices)} devices for 16 rooms"
     # Nothing else: the 64 and the bridge's connectivity sensor.
-    home = {home_light_unique_id(u, x) for u, x in HOME_LIGHTS}
+    home = {home_light_unique_id(u, x) for u, x in HOME_ENTITIES}
     extra = sorted(e["entity_id"] for u, e in by_unique.items() if e["entity_id"] not in ids.values() and u not in home)
     assert len(extra) == 1 and extra[0].startswith("binary_sensor."), f"MQTT entities beyond the rooms': {extra}"
     missing = sorted(home - set(by_unique))
-    assert not missing, f"home lights (every light, the group) not in HA: {missing}"
+    assert not missing, f"home entities (every light, the group, the events) not in HA: {missing}"
 
 
 def test_entity_ids_kept_from_object_id(w: World) -> None:
     """The current configs (default_entity_id, no object_id, the room's availability) replaced the
     earlier ones: every entity keeps the id its object_id gave it, and that id is the config's
     default_entity_id, which current HA would pick for a fresh install."""
+    def updated():
+        # The earlier configs' devices had no model: the current ones say `simulated`.
+        by_unique, devices = w.ha.registry()
+        return [f"{e}: device model {devices.get(by_unique.get(f'{e.node_id}_{e.sensor}', {}).get('device_id') or '', {}).get('model')!r}"
+                for e in w.entities
+                if devices.get(by_unique.get(f"{e.node_id}_{e.sensor}", {}).get("device_id") or "", {}).get("model") != "simulated"]
+
+    wait_for("HA applying the current configs to the earlier entities", updated, ENTITY_TIMEOUT, 1.0)
     by_unique, _ = w.ha.registry()
     problems = []
     for topic in [CONNECTIVITY_TOPIC] + [e.config_topic for e in w.entities]:
@@ -847,8 +859,8 @@ def test_entity_ids_kept_from_object_id(w: World) -> None:
             problems.append(f"{topic}: entity {entry['entity_id']} is not default_entity_id {config.get('default_entity_id')}")
     assert not problems, "\n    ".join(problems[:12])
     new = sorted(u for u in by_unique if u not in w.legacy_ids)
-    assert new == sorted(home_light_unique_id(u, x) for u, x in HOME_LIGHTS), \
-        f"entities beyond those of the earlier configs and the new home lights: {new}"
+    assert new == sorted(home_light_unique_id(u, x) for u, x in HOME_ENTITIES), \
+        f"entities beyond those of the earlier configs and the new home entities: {new}"
 
 
 def test_room_availability(w: World) -> None:
@@ -952,6 +964,49 @@ def test_group_light(w: World) -> None:
              lambda: set(states([all_eid, group_eid]).values()) == {"off"}, 10, 0.2)
 
 
+def test_event_entities(w: World) -> None:
+    """Each user's events are HA event entities: a refused command (made by the bridge), an alarm
+    that fires (set through the bridge's API) and a gas event (in the bridge's shape: the simulator
+    makes them too rarely to wait for) each fire their own entity, with the event's fields as
+    attributes, and no other."""
+    by_unique, _ = w.ha.registry()
+    eids = {t: by_unique[home_light_unique_id("1", t)]["entity_id"] for t in EVENT_TYPES}
+
+    def states() -> dict[str, dict]:
+        current = w.ha.states()
+        return {t: current[eid] for t, eid in eids.items()}
+
+    def fired(kind: str, before: dict[str, dict], **attributes) -> None:
+        def check():
+            now = states()
+            problems = [f"{t} changed ({before[t]['state']} -> {now[t]['state']})" for t in EVENT_TYPES
+                        if t != kind and now[t]["state"] != before[t]["state"]]
+            if now[kind]["state"] == before[kind]["state"]:
+                problems.append(f"{eids[kind]} not fired ({now[kind]['state']})")
+            else:
+                attrs = now[kind]["attributes"]
+                problems += [f"{eids[kind]} {k}={attrs.get(k)!r}, want {v!r}"
+                             for k, v in dict(event_type=kind, **attributes).items() if attrs.get(k) != v]
+            return problems
+
+        wait_for(f"{eids[kind]} firing", check, 15, 0.2)
+
+    assert all(s["attributes"].get("event_types") == [t] for t, s in states().items()), states()
+    before = states()
+    w.broker.publish(f"{BASE}/1/kitchen/lights/set", "DIM")
+    fired("command_rejected", before, reason="bad_payload", room="kitchen", source="mqtt")
+
+    before = states()
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 2))
+    alarm = w.bridge.api("Cemalettin", "/api/v1/alarms", {"title": "HA event test", "fireDate": at})
+    fired("alarm", before, uuid=alarm["uuid"], title="HA event test")
+
+    before = states()
+    w.broker.publish(f"{BASE}/1/events", json.dumps({"type": "gas", "room": "kitchen", "state": "ON",
+                                                     "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}))
+    fired("gas", before, room="kitchen", state="ON")
+
+
 def test_birth_message(w: World) -> None:
     """homeassistant/status online re-sent: the bridge republishes every config within a few
     seconds, and no entity is unavailable."""
@@ -1051,7 +1106,7 @@ def test_room_removed(w: World) -> None:
     wait_for(f"user {user_id}'s {room} gone from HA", removed, 30, 0.5)
     w.wait_all_ok("the other 60 entities still there and available")
     by_unique, _ = w.ha.registry()
-    assert len(by_unique) == 64, f"{len(by_unique)} MQTT entities in HA's registry, want 60 + 3 home lights + connectivity"
+    assert len(by_unique) == 70, f"{len(by_unique)} MQTT entities in HA's registry, want 60 + 9 home entities + connectivity"
 
 
 def test_ha_log_clean(w: World) -> None:
@@ -1068,7 +1123,7 @@ def test_ha_log_clean(w: World) -> None:
     assert not bad, "HA's log:\n    " + "\n    ".join(bad[:10])
 
 
-TESTS = [test_entities, test_entity_ids_kept_from_object_id, test_room_availability, test_reading_changes, test_light_turn_off, test_group_light, test_birth_message, test_ha_restart,
+TESTS = [test_entities, test_entity_ids_kept_from_object_id, test_room_availability, test_reading_changes, test_light_turn_off, test_group_light, test_event_entities, test_birth_message, test_ha_restart,
          test_bridge_stopped, test_bridge_killed, test_room_removed, test_ha_log_clean]
 
 
