@@ -95,45 +95,43 @@ public struct HomeAssistantDiscovery: Sendable {
     /// of its own type, with `type` copied to the `event_type` Home Assistant wants, and renders
     /// nothing for the others, which Home Assistant then ignores without a warning.
     private func eventConfig(user: User, type: String) -> Config {
-        let node = homeNode(user: user)
         let name = type == "command_rejected" ? "Command rejected" : type.prefix(1).uppercased() + type.dropFirst()
-        let payload = JSONValue.object([
-            ("name", .string(name)),
-            ("unique_id", .string("\(node)_\(type)")),
-            ("default_entity_id", .string("event.\(node)_\(type)")),
+        return homeEntity(user: user, component: "event", objectID: type, name: name, members: [
             ("state_topic", .string(topics.events(user: user.id))),
             ("event_types", .strings([type])),
             ("value_template", .string(
                 "{% if value_json.type == '\(type)' %}{{ dict(value_json, event_type=value_json.type) | tojson }}{% endif %}")),
+        ])
+    }
+
+    /// An entity of a user's home device: its ids, `members`, and availability on the bridge only.
+    private func homeEntity(user: User, component: String, objectID: String, name: String,
+                            members: [(String, JSONValue)]) -> Config {
+        let node = homeNode(user: user)
+        let payload = JSONValue.object([
+            ("name", .string(name)),
+            ("unique_id", .string("\(node)_\(objectID)")),
+            ("default_entity_id", .string("\(component).\(node)_\(objectID)")),
+        ] + members + [
             ("availability_topic", .string(topics.bridgeState)),
             ("payload_available", .string("online")),
             ("payload_not_available", .string("offline")),
             ("device", homeDevice(user: user)),
             ("origin", origin),
         ])
-        return Config(topic: "\(prefix)/event/\(node)/\(type)/config", payload: payload)
+        return Config(topic: "\(prefix)/\(component)/\(node)/\(objectID)/config", payload: payload)
     }
 
     /// A light that switches several rooms: unavailable only with the bridge (its rooms may each be
     /// reachable or not).
     private func groupLight(user: User, objectID: String, name: String, state: String, command: String) -> Config {
-        let node = homeNode(user: user)
-        let payload = JSONValue.object([
-            ("name", .string(name)),
-            ("unique_id", .string("\(node)_\(objectID)")),
-            ("default_entity_id", .string("light.\(node)_\(objectID)")),
+        homeEntity(user: user, component: "light", objectID: objectID, name: name, members: [
             ("state_topic", .string(state)),
             ("command_topic", .string(command)),
             ("payload_on", .string("ON")),
             ("payload_off", .string("OFF")),
             ("optimistic", .bool(false)),
-            ("availability_topic", .string(topics.bridgeState)),
-            ("payload_available", .string("online")),
-            ("payload_not_available", .string("offline")),
-            ("device", homeDevice(user: user)),
-            ("origin", origin),
         ])
-        return Config(topic: "\(prefix)/light/\(node)/\(objectID)/config", payload: payload)
     }
 
     /// The configs of one room's sensors.
