@@ -83,6 +83,12 @@ public struct BridgeConfiguration: Sendable {
         public var prefix = "homeassistant"
     }
 
+    /// Homie 5 devices beside Home Assistant discovery (README, "Homie").
+    public struct Homie: Sendable {
+        public var enabled = false
+        public var prefix = "homie"
+    }
+
     public struct Scheduler: Sendable {
         /// `nil`: the system's time zone.
         public var timezone: String? = nil
@@ -136,6 +142,7 @@ public struct BridgeConfiguration: Sendable {
     public var publish = Publish()
     public var storage = Storage()
     public var homeAssistant = HomeAssistant()
+    public var homie = Homie()
     public var scheduler = Scheduler()
     public var log = Log()
     public var cluster = Cluster()

@@ -56,16 +56,26 @@ public final class Bridge: Sendable {
             ? RestSource(configuration: configuration.owned, controller: controller,
                          client: UpstreamClient(source: configuration.source), logger: logger)
             : SimulatedSource(configuration: configuration, controller: controller, broker: mqtt, logger: logger)
+        let homie = configuration.homie.enabled
+            ? HomieDevices(prefix: configuration.homie.prefix, topics: topics, version: Bridge.version,
+                           users: configuration.users, instance: clustered ? configuration.cluster.index : nil)
+            : nil
         let commands = CommandService(controller: controller, configuration: configuration, outbound: outbound,
                                       logger: logger, lights: source.lightSwitch,
                                       switchTimeout: configuration.source.timeout + 5,
-                                      instanceOnline: { $0 == configuration.cluster.index || online.contains($0) })
+                                      instanceOnline: { $0 == configuration.cluster.index || online.contains($0) },
+                                      homie: homie)
         history = HistoryStore(database: database)
         let recorder = HistoryRecorder(store: history, retentionDays: configuration.storage.retentionDays, logger: logger)
         let events = EventHub()
         let groups = GroupStatePublisher(store: store, outbound: outbound, topics: topics,
                                          membership: configuration.cluster.membership)
         for subscriber in [recorder, events, commands, groups] as [any StateSubscriber] { bus.subscribe(subscriber) }
+        let homieFeature = try homie.map {
+            try HomieFeature(configuration: configuration, brokerURL: broker, devices: $0, store: store, broker: mqtt,
+                             logger: logger)
+        }
+        if let homieFeature { bus.subscribe(homieFeature) }
         let sessions = try SessionService(configuration: configuration, database: database, events: events,
                                           logger: logger)
         let alarmStore = AlarmStore(database: database)
@@ -81,6 +91,7 @@ public final class Bridge: Sendable {
             AlarmScheduler(store: alarmStore, schedule: schedule, controller: controller, commands: commands,
                            replication: replication, logger: logger),
         ]
+        if let homieFeature { features.append(homieFeature) }
         var mirrors: MirrorSubscriptions?
         var clusterHistory: ClusterHistory?
         if clustered, let replication {

@@ -41,13 +41,16 @@ final class CommandService: BridgeFeature, StateSubscriber {
     /// Cluster: whether an instance is online as far as this one has seen (a relay to one known
     /// to be offline fails at once).
     private let instanceOnline: @Sendable (Int) -> Bool
+    /// Homie's devices, whose `…/lights/set` topics are commands too (README, "Homie").
+    private let homie: HomieDevices?
 
     /// - Parameters:
     ///   - lights: where commands go before the state changes, when the source takes them.
     ///   - switchTimeout: how long an API request waits for `lights` at most.
     init(controller: HomeController, configuration: BridgeConfiguration, outbound: Outbound, logger: Logger,
          lights: (any LightSwitch)?, switchTimeout: Double,
-         instanceOnline: @escaping @Sendable (Int) -> Bool = { _ in true }) {
+         instanceOnline: @escaping @Sendable (Int) -> Bool = { _ in true }, homie: HomieDevices? = nil) {
+        self.homie = homie
         self.controller = controller
         self.outbound = outbound
         self.logger = logger
@@ -63,6 +66,7 @@ final class CommandService: BridgeFeature, StateSubscriber {
     /// once; every light of a user has a filter of its own (one level shorter).
     var subscriptions: [MQTTSubscription] {
         [MQTTSubscription(filter: topics.commandFilter, qos: qos), MQTTSubscription(filter: topics.userLightsFilter, qos: qos)]
+            + (homie.map { [MQTTSubscription(filter: $0.setFilter, qos: qos)] } ?? [])
     }
 
     private var membership: ClusterMembership { controller.membership }
@@ -71,6 +75,10 @@ final class CommandService: BridgeFeature, StateSubscriber {
 
     /// An MQTT `/set` message.
     func handle(_ message: MQTTMessage) {
+        if let homie, message.topic.hasPrefix(homie.prefix + "/5/") {
+            handleHomie(message, homie)
+            return
+        }
         let group = topics.parseGroupCommandTopic(message.topic)
         guard let address = topics.parseCommandTopic(message.topic) ?? group.map({ ($0.user, "*", "lights") })
         else { return }
@@ -114,6 +122,26 @@ final class CommandService: BridgeFeature, StateSubscriber {
                 return
             }
             submit(command, target: target, origin: origin)
+        }
+    }
+
+    /// A Homie controller's `…/lights/set` (`true`/`false`): the same rules as a room's `/set`.
+    private func handleHomie(_ message: MQTTMessage, _ homie: HomieDevices) {
+        guard let (user, room) = homie.parseSet(message.topic, in: controller.store.home) else {
+            logger.warning("command rejected", ["topic": message.topic, "reason": "unknown_device",
+                                                "detail": "no Homie device or room of this bridge"])
+            return
+        }
+        guard membership.owns(user.id), !message.payload.isEmpty else { return }
+        let origin = CommandOrigin.mqtt(topic: message.topic, redelivery: message.isRedelivery)
+        if message.retain {
+            logger.warning("ignored a retained command: a stale retained /set message must never switch lights; "
+                + "clear it with an empty retained publish", ["topic": message.topic])
+            return
+        }
+        switch HomieDevices.command(message.payload) {
+        case .failure(let rejection): reject(rejection, user: user.id, room: room.id, origin: origin)
+        case .success(let command): submit(command, target: CommandTarget(user: user, room: room), origin: origin)
         }
     }
 

@@ -63,6 +63,8 @@ import Testing
         "storage.retention_days": Sample(good: "7", bad: "0"),
         "homeassistant.discovery": Sample(good: "false", bad: "maybe"),
         "homeassistant.prefix": Sample(good: "ha", bad: "ha/#"),
+        "homie.enabled": Sample(good: "true", bad: "maybe"),
+        "homie.prefix": Sample(good: "devices", bad: "Homie/x"),
         "scheduler.timezone": Sample(good: "Europe/Istanbul", bad: "Mars/Olympus_Mons"),
         "scheduler.grace": Sample(good: "15m", bad: "2d"),
         "log.level": Sample(good: "debug", bad: "loud"),
