@@ -89,11 +89,7 @@ final class CommandService: BridgeFeature, StateSubscriber {
             logger.debug("ignored an empty command (a cleared retained message)", ["topic": message.topic])
             return
         }
-        if message.retain {
-            logger.warning("ignored a retained command: a stale retained /set message must never switch lights; "
-                + "clear it with an empty retained publish", ["topic": message.topic])
-            return
-        }
+        if isStaleRetained(message) { return }
         let origin = CommandOrigin.mqtt(topic: message.topic, redelivery: message.isRedelivery)
         if let group {
             switch LightCommand.parse(message.payload) {
@@ -125,6 +121,15 @@ final class CommandService: BridgeFeature, StateSubscriber {
         }
     }
 
+    /// A retained `/set` message (from the broker's store at subscribe time) is never applied: a
+    /// stale retained command must never switch lights at every restart (README, "MQTT").
+    private func isStaleRetained(_ message: MQTTMessage) -> Bool {
+        guard message.retain else { return false }
+        logger.warning("ignored a retained command: a stale retained /set message must never switch lights; "
+            + "clear it with an empty retained publish", ["topic": message.topic])
+        return true
+    }
+
     /// A Homie controller's `…/lights/set` (`true`/`false`): the same rules as a room's `/set`.
     private func handleHomie(_ message: MQTTMessage, _ homie: HomieDevices) {
         guard let (user, room) = homie.parseSet(message.topic, in: controller.store.home) else {
@@ -133,12 +138,8 @@ final class CommandService: BridgeFeature, StateSubscriber {
             return
         }
         guard membership.owns(user.id), !message.payload.isEmpty else { return }
+        if isStaleRetained(message) { return }
         let origin = CommandOrigin.mqtt(topic: message.topic, redelivery: message.isRedelivery)
-        if message.retain {
-            logger.warning("ignored a retained command: a stale retained /set message must never switch lights; "
-                + "clear it with an empty retained publish", ["topic": message.topic])
-            return
-        }
         switch HomieDevices.command(message.payload) {
         case .failure(let rejection): reject(rejection, user: user.id, room: room.id, origin: origin)
         case .success(let command): submit(command, target: CommandTarget(user: user, room: room), origin: origin)
