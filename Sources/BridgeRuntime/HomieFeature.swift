@@ -1,6 +1,7 @@
 import BridgeCore
 import BridgeMQTT
 import Foundation
+import Synchronization
 
 /// Homie 5 devices beside Home Assistant discovery (README, "Homie"), from the same home: after
 /// each connect every owned user's device goes `init`, gets its `$description` and values, then
@@ -19,6 +20,14 @@ final class HomieFeature: BridgeFeature, StateSubscriber {
     private let presence: MQTTClient
     private let logger: Logger
     private let republishing = CoalescedSignal()
+    /// Sensors beyond the configured ones already in a description: at most the sensors an
+    /// upstream reports, which `Home` keeps anyway.
+    private let described = Mutex<Set<RoomSensor>>([])
+
+    private struct RoomSensor: Hashable {
+        var key: RoomKey
+        var sensor: String
+    }
 
     init(configuration: BridgeConfiguration, brokerURL: BrokerURL, devices: HomieDevices, store: HomeStore,
          broker: any BrokerLink, logger: Logger) throws {
@@ -98,11 +107,23 @@ final class HomieFeature: BridgeFeature, StateSubscriber {
         }
     }
 
-    /// What the state publisher sent goes on to the devices' properties.
+    /// What the state publisher sent goes on to the devices' properties. A sensor a REST upstream
+    /// reported beyond the configured ones changes the device's description, which Homie allows
+    /// only in `init`: that device goes `init`, gets its new description, then `ready` again.
     func receive(_ changes: [StateChange]) {
         let home = store.home
+        var redescribed: Set<String> = []
         for case .reading(let change) in changes where change.published {
             guard let user = home.user(id: change.key.user) else { continue }
+            if !redescribed.contains(user.id),
+               let room = user.rooms.first(where: { $0.id == change.key.room }), !room.sensors.contains(change.sensor),
+               described.withLock({ $0.insert(RoomSensor(key: change.key, sensor: change.sensor.id)).inserted }) {
+                redescribed.insert(user.id)
+                let device = devices.deviceID(of: user)
+                outbound.send(devices.stateTopic(device: device), "init")
+                outbound.send(devices.descriptionTopic(device: device), devices.description(of: user, home: home).serialized)
+                outbound.send(devices.stateTopic(device: device), "ready")
+            }
             outbound.send(devices.propertyTopic(user: user, room: change.key.room, sensor: change.sensor),
                           HomieDevices.payload(change.value))
         }
