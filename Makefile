@@ -59,8 +59,8 @@ RUN_RABBITMQ_SUITES := SMARTHOME_TEST_BROKER=rabbitmq $(SWIFT) test --skip-build
 	--filter '$(RABBITMQ_SUITES)'
 
 ## test: unit and integration tests (real mosquitto brokers, HTTP, SQLite), the core suites again on
-## RabbitMQ, the fuzzers, the dashboard in headless Chromium, the compose stack run natively, and a
-## real Home Assistant
+## RabbitMQ, the fuzzers, the dashboard in headless Chromium, the compose stack run natively, a
+## real Home Assistant and a Homie 5 controller
 test: test-deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --no-parallel --skip FaultLongTests
@@ -69,6 +69,7 @@ test: test-deps
 	Tests/browser/run.sh
 	Tests/stack/run.sh
 	Tests/homeassistant/run.sh
+	Tests/homie/run.sh
 
 ## test-rabbitmq: the core suites against a real RabbitMQ 3.10 with the MQTT plugin, one node the tests
 ## start on loopback ports and share (about a minute)

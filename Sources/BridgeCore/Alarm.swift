@@ -8,13 +8,27 @@ public struct Alarm: Sendable, Equatable {
         case never
     }
 
+    /// What an alarm switches: one room's lights, every light of the user (`room` `*`) or a
+    /// group's (`group` set, `room` empty) (README, "Alarms").
     public struct Action: Sendable, Equatable {
+        /// The room id to switch, or `*` for every light of the user.
         public var room: String
         public var lights: LightCommand
+        /// A group's name: the action switches that group instead of a room.
+        public var group: String?
 
-        public init(room: String, lights: LightCommand) {
+        public init(room: String, lights: LightCommand, group: String? = nil) {
             self.room = room
             self.lights = lights
+            self.group = group
+        }
+
+        /// `room` of every-lights actions.
+        public static let everyRoom = "*"
+
+        var json: JSONValue {
+            if let group { return .object([("group", .string(group)), ("lights", .string(lights.rawValue))]) }
+            return .object([("room", .string(room)), ("lights", .string(lights.rawValue))])
         }
     }
 
@@ -47,7 +61,7 @@ public struct Alarm: Sendable, Equatable {
             ("repeats", .string(repeats.rawValue)),
         ]
         if let action {
-            members.append(("action", .object([("room", .string(action.room)), ("lights", .string(action.lights.rawValue))])))
+            members.append(("action", action.json))
         }
         return .object(members)
     }
@@ -95,9 +109,11 @@ public struct AlarmDraft: Sendable, Equatable {
     /// A title is at most 100 characters and at most this many bytes: a character may be many bytes.
     static let maxTitleBytes = 400
 
-    /// Parses and validates `{"title","fireDate","isEnabled"?,"repeats"?,"action"?}`; `rooms` are
-    /// the ids of the user's own rooms, the only ones an action may name.
-    public static func parse(_ bytes: [UInt8], rooms: [Room]) -> Result<AlarmDraft, APIBody.Problem> {
+    /// Parses and validates `{"title","fireDate","isEnabled"?,"repeats"?,"action"?}`; `rooms` and
+    /// `groups` are the user's own, the only ones an action may name.
+    public static func parse(_ bytes: [UInt8], rooms: [Room], groups: [LightGroup] = [])
+        -> Result<AlarmDraft, APIBody.Problem>
+    {
         APIBody.object(bytes).flatMap { fields in
             let known: Set<String> = ["uuid", "title", "fireDate", "isEnabled", "repeats", "action"]
             if let unknown = fields.keys.sorted().first(where: { !known.contains($0) }) {
@@ -134,16 +150,31 @@ public struct AlarmDraft: Sendable, Equatable {
                 guard let object = value as? [String: Any] else {
                     return .failure(.init("field \"action\" must be an object {\"room\":...,\"lights\":...}"))
                 }
-                guard let roomName = object["room"] as? String,
-                      let room = rooms.first(where: { $0.id == roomName.lowercased() || $0.name == roomName }),
-                      room.sensors.contains(.lights)
-                else {
-                    return .failure(.init("field \"action.room\" must name one of your rooms with lights"))
-                }
                 guard let word = object["lights"] as? String, let command = LightCommand(word: word) else {
                     return .failure(.init("field \"action.lights\" must be ON, OFF or TOGGLE"))
                 }
-                action = Alarm.Action(room: room.id, lights: command)
+                if let unknown = object.keys.sorted().first(where: { !["room", "group", "lights"].contains($0) }) {
+                    return .failure(.init("field \"action.\(unknown)\" is not an action field (room or group, and lights)"))
+                }
+                if let groupValue = object["group"] {
+                    guard object["room"] == nil else {
+                        return .failure(.init("field \"action\" names a room and a group; give one of them"))
+                    }
+                    guard let name = groupValue as? String, let group = groups.first(where: { $0.name == name }) else {
+                        return .failure(.init("field \"action.group\" must name one of your groups"))
+                    }
+                    action = Alarm.Action(room: "", lights: command, group: group.name)
+                } else if object["room"] as? String == Alarm.Action.everyRoom {
+                    action = Alarm.Action(room: Alarm.Action.everyRoom, lights: command)
+                } else {
+                    guard let roomName = object["room"] as? String,
+                          let room = rooms.first(where: { $0.id == roomName.lowercased() || $0.name == roomName }),
+                          room.sensors.contains(.lights)
+                    else {
+                        return .failure(.init("field \"action.room\" must name one of your rooms with lights, or be \"*\""))
+                    }
+                    action = Alarm.Action(room: room.id, lights: command)
+                }
             }
             return .success(AlarmDraft(title: trimmed, fireDate: fireDate, isEnabled: isEnabled, repeats: repeats,
                                        action: action))

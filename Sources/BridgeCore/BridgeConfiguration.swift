@@ -67,6 +67,9 @@ public struct BridgeConfiguration: Sendable {
         public var trustedProxySet: Set<String> {
             Set((trustedProxies ?? "").split(separator: ",").map { $0.filter { $0 != " " } }.filter { !$0.isEmpty })
         }
+
+        /// When set, `/metrics` answers only `Authorization: Bearer <this>` (README, "Prometheus").
+        public var metricsToken: String? = nil
     }
 
     public struct LightsCommand: Sendable {
@@ -117,6 +120,12 @@ public struct BridgeConfiguration: Sendable {
         public var mqttPassword: String? = nil
         public var zigbeeBaseTopic = "zigbee2mqtt"
         public var commandTimeout = 5.0
+    }
+
+    /// Homie 5 devices beside Home Assistant discovery (README, "Homie").
+    public struct Homie: Sendable {
+        public var enabled = false
+        public var prefix = "homie"
     }
 
     public struct Scheduler: Sendable {
@@ -172,6 +181,7 @@ public struct BridgeConfiguration: Sendable {
     public var publish = Publish()
     public var storage = Storage()
     public var homeAssistant = HomeAssistant()
+    public var homie = Homie()
     public var scheduler = Scheduler()
     public var devices = Devices()
     public var log = Log()

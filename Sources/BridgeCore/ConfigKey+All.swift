@@ -12,6 +12,11 @@ extension ConfigKey {
             guard let prefix = value.nonEmptyString() else { return }
             if let problem = Topics.validateBase(prefix) { value.fail(problem) } else { config.homeAssistant.prefix = prefix }
         },
+        .bool("homie.enabled", \.homie.enabled),
+        ConfigKey("homie.prefix") { value, config in
+            guard let prefix = value.nonEmptyString() else { return }
+            if let problem = HomieDevices.validatePrefix(prefix) { value.fail(problem) } else { config.homie.prefix = prefix }
+        },
         ConfigKey("scheduler.timezone") { value, config in
             guard let zone = value.nonEmptyString() else { return }
             if TimeZone(identifier: zone) == nil {
@@ -94,6 +99,7 @@ extension ConfigKey {
         .text("http.tls.key", \.http.tlsKey),
         .text("http.allowed_hosts", \.http.allowedHosts),
         .text("http.trusted_proxies", \.http.trustedProxies),
+        .text("http.metrics_token", \.http.metricsToken),
     ]
 
     private static let source: [ConfigKey] = [

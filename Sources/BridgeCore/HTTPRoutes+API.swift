@@ -95,8 +95,40 @@ extension HTTPRoutes {
                 case .failure(let rejection): return HTTPRoutes.error(409, rejection.description)
                 }
             }
+        case _ where path.count == 3 && path[0] == "groups" && path[2] == "lights":
+            guard method == "POST" else { return HTTPRoutes.methodNotAllowed(allow: "POST") }
+            return authenticated(request, home: home) { session, _ in
+                groupLights(request, user: session.userID, group: path[1], home: home)
+            }
         default:
             return HTTPRoutes.notFound
+        }
+    }
+
+    /// `POST /api/v1/groups/:group/lights` `{"state":...}` → 200
+    /// `{"group","state","rooms":[{"room","lights"}]}`; another user's group is 404 like a missing one.
+    private func groupLights(_ request: HTTPRequest, user userID: String, group: String, home: () -> Home)
+        -> HTTPResponse
+    {
+        guard let switchGroup, home().user(id: userID)?.group(named: group) != nil else { return HTTPRoutes.notFound }
+        let command: LightCommand
+        switch APIBody.lights(request.body) {
+        case .success(let parsed): command = parsed
+        case .failure(let problem): return HTTPRoutes.error(400, problem.message)
+        }
+        switch switchGroup(userID, group, command) {
+        case .success(let readings):
+            let on = readings.allSatisfy { $0.value == .binary(true) }
+            return HTTPRoutes.json(.object([
+                ("group", .string(group)), ("state", .string(on ? "ON" : "OFF")),
+                ("rooms", .array(readings.map {
+                    .object([("room", .string($0.room)), ("lights", .string($0.value.mqttPayload))])
+                })),
+            ]))
+        case .failure(.unknownGroup), .failure(.unknownUser): return HTTPRoutes.notFound
+        case .failure(let rejection) where rejection.isGatewayTimeout:
+            return HTTPRoutes.error(504, rejection.description)
+        case .failure(let rejection): return HTTPRoutes.error(409, rejection.description)
         }
     }
 

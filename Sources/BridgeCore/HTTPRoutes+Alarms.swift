@@ -46,7 +46,7 @@ extension HTTPRoutes {
     }
 
     private func createAlarm(_ request: HTTPRequest, user: User) throws -> HTTPResponse {
-        switch AlarmDraft.parse(request.body, rooms: user.rooms) {
+        switch AlarmDraft.parse(request.body, rooms: user.rooms, groups: user.groups) {
         case .failure(let problem):
             return HTTPRoutes.error(400, problem.message)
         case .success(let draft):
@@ -59,7 +59,7 @@ extension HTTPRoutes {
     }
 
     private func replaceAlarm(_ existing: Alarm, _ request: HTTPRequest, user: User) throws -> HTTPResponse {
-        switch AlarmDraft.parse(request.body, rooms: user.rooms) {
+        switch AlarmDraft.parse(request.body, rooms: user.rooms, groups: user.groups) {
         case .failure(let problem):
             return HTTPRoutes.error(400, problem.message)
         case .success(let draft):

@@ -45,6 +45,8 @@ public struct HTTPRoutes: Sendable {
     public var sessions: SessionServices
     /// Runs a light command through the bridge's one command path.
     public var switchLight: @Sendable (_ user: String, _ room: String, LightCommand) -> Result<Reading, CommandRejection>
+    /// Runs a group's light command (README, "Groups") through the same path; nil: no group routes.
+    public var switchGroup: (@Sendable (_ user: String, _ group: String, LightCommand) -> Result<[Reading], CommandRejection>)?
     public var alarms: any AlarmRepository
     public var history: any HistoryRepository
     /// Orders alarm lists by time of day in the scheduler's time zone.
@@ -61,6 +63,8 @@ public struct HTTPRoutes: Sendable {
     /// Called before a route reads a user's state (cluster: fetches the state of a user another
     /// instance owns). May block; it runs on the server's thread.
     public var prepareUser: (@Sendable (_ userID: String) -> Void)?
+    /// `http.metrics_token`: when set, `/metrics` wants `Authorization: Bearer <token>`.
+    public var metricsToken: String?
     /// Rooms' JSON, shared with the MQTT side so each change is serialised once.
     public var roomDocuments = RoomDocuments()
     /// Told of every failure of the bridge itself before the route answers 500 (which names no
@@ -115,6 +119,9 @@ public struct HTTPRoutes: Sendable {
             return healthz(health())
         case ["metrics"]:
             guard method == "GET" else { return HTTPRoutes.methodNotAllowed(allow: "GET, HEAD") }
+            if let metricsToken, !HTTPRoutes.sameBytes(HTTPRoutes.bearerToken(request), metricsToken) {
+                return HTTPRoutes.unauthorized
+            }
             return HTTPRoutes.metrics(health(), home: home())
         case _ where segments.count >= 2 && segments[0] == "api" && segments[1] == "v1":
             return api(request, method: method, path: Array(segments.dropFirst(2)), home: home)
@@ -166,7 +173,7 @@ public struct HTTPRoutes: Sendable {
     /// size of the home. Counters end in `_total`, as Prometheus expects.
     static func metrics(_ health: Health, home: Home) -> HTTPResponse {
         let rooms = home.users.reduce(0) { $0 + $1.rooms.count }
-        let lines = [
+        var lines = [
             "# HELP smarthome_mqtt_connected Whether the broker has accepted the bridge's connection (1) or not (0).",
             "# TYPE smarthome_mqtt_connected gauge",
             "smarthome_mqtt_connected \(health.mqttConnected ? 1 : 0)",
@@ -187,10 +194,12 @@ public struct HTTPRoutes: Sendable {
             "smarthome_rooms \(rooms)",
             "# HELP smarthome_device_payload_errors_total Device messages that gave no value, per bound sensor.",
             "# TYPE smarthome_device_payload_errors_total counter",
-        ] + health.devicePayloadErrors.map { errors in
-            "smarthome_device_payload_errors_total{user=\"\(metricLabel(errors.user))\",room=\"\(metricLabel(errors.room))\","
-                + "sensor=\"\(metricLabel(errors.sensor))\"} \(errors.count)"
+        ]
+        lines += health.devicePayloadErrors.map { errors in
+            "smarthome_device_payload_errors_total{user=\"\(label(errors.user))\",room=\"\(label(errors.room))\","
+                + "sensor=\"\(label(errors.sensor))\"} \(errors.count)"
         }
+        lines += sensorMetrics(home)
         return HTTPResponse(
             status: 200,
             headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8"), ("Cache-Control", "no-store")],
@@ -198,9 +207,60 @@ public struct HTTPRoutes: Sendable {
         )
     }
 
-    /// A Prometheus label value: backslash, quote and newline escaped.
-    static func metricLabel(_ text: String) -> String {
-        text.replacing("\\", with: "\\\\").replacing("\"", with: "\\\"").replacing("\n", with: "\\n")
+    /// Every reading (README, "Prometheus"): `smarthome_sensor_value` (numbers as published on
+    /// MQTT, binary sensors 1/0; text sensors have none) and `smarthome_sensor_last_seen_seconds`
+    /// (Unix time of the last reading), one series per sensor that has reported: as many lines as
+    /// the config has sensors (and an upstream added), no more.
+    static func sensorMetrics(_ home: Home) -> [String] {
+        var values: [String] = []
+        var seen: [String] = []
+        for user in home.users {
+            for room in user.rooms {
+                let key = RoomKey(user: user.id, room: room.id)
+                for sensor in home.sensors(of: room, user: user.id) {
+                    let labels = "{user=\"\(label(user.id))\",room=\"\(label(room.id))\",sensor=\"\(label(sensor.id))\"}"
+                    switch home.value(of: sensor, in: key) {
+                    case .number(let number)?: values.append("smarthome_sensor_value\(labels) \(SensorValue.number(number).mqttPayload)")
+                    case .binary(let on)?: values.append("smarthome_sensor_value\(labels) \(on ? 1 : 0)")
+                    case .text?, nil: break
+                    }
+                    if let time = home.lastSeen(sensor, in: key) {
+                        let millis = Int64((time.timeIntervalSince1970 * 1000).rounded())
+                        let fraction = String(1000 + millis % 1000).dropFirst()
+                        seen.append("smarthome_sensor_last_seen_seconds\(labels) \(millis / 1000).\(fraction)")
+                    }
+                }
+            }
+        }
+        return ["# HELP smarthome_sensor_value A sensor's current value (binary sensors: 1 on, 0 off).",
+                "# TYPE smarthome_sensor_value gauge"] + values
+            + ["# HELP smarthome_sensor_last_seen_seconds Unix time of a sensor's last reading.",
+               "# TYPE smarthome_sensor_last_seen_seconds gauge"] + seen
+    }
+
+    /// A Prometheus label value: `\`, `"` and line feeds escaped.
+    static func label(_ text: String) -> String {
+        var out = ""
+        for character in text {
+            switch character {
+            case "\\": out += "\\\\"
+            case "\"": out += "\\\""
+            case "\n": out += "\\n"
+            default: out.append(character)
+            }
+        }
+        return out
+    }
+
+    /// Compares a presented secret with the expected one in time that depends only on their lengths.
+    static func sameBytes(_ presented: String?, _ expected: String) -> Bool {
+        guard let presented else { return false }
+        let a = Array(presented.utf8), b = Array(expected.utf8)
+        var difference = UInt8(a.count == b.count ? 0 : 1)
+        for index in 0..<max(a.count, b.count) {
+            difference |= (index < a.count ? a[index] : 0) ^ (index < b.count ? b[index] : 0)
+        }
+        return difference == 0
     }
 
     // MARK: Responses

@@ -32,10 +32,10 @@ public struct Home: Sendable {
     public let users: [User]
     private var values: [RoomKey: [SensorKind: SensorValue]] = [:]
     private var updated: [RoomKey: Date] = [:]
+    /// When each sensor last reported, changed or not (README, "Prometheus").
+    private var seen: [RoomKey: [SensorKind: Date]] = [:]
     /// How often each room's values changed: what a cached room document is checked against.
     private var revisions: [RoomKey: Int] = [:]
-    /// When each bound sensor last sent a reading (changed or not).
-    private var lastSeen: [RoomKey: [SensorKind: Date]] = [:]
     /// Sensors a room reported beyond its configured ones (an upstream's generic sensors), in the
     /// order first seen.
     private var extraSensors: [RoomKey: [SensorKind]] = [:]
@@ -75,9 +75,9 @@ public struct Home: Sendable {
         updated[key]
     }
 
-    /// When a bound sensor last sent a reading, nil before its first.
+    /// When the sensor's last reading came, whether it changed the value or not; `nil` before the first.
     public func lastSeen(_ sensor: SensorKind, in key: RoomKey) -> Date? {
-        lastSeen[key]?[sensor]
+        seen[key]?[sensor]
     }
 
     /// A number that changes whenever a value of the room does (0 before the first).
@@ -95,11 +95,12 @@ public struct Home: Sendable {
     @discardableResult
     public mutating func record(_ reading: Reading, at time: Date) -> Bool {
         let key = RoomKey(user: reading.user, room: reading.room)
+        seen[key, default: [:]][reading.sensor] = time
         let old = values[key]?[reading.sensor]
         let room = user(id: reading.user)?.rooms.first(where: { $0.id == reading.room })
-        if let room, room.bindings[reading.sensor] != nil {
-            // The room's document carries the time: it changes with every reading.
-            lastSeen[key, default: [:]][reading.sensor] = time
+        if let room, !room.bindings.isEmpty {
+            // A room with devices carries each sensor's last-seen time: its document changes with
+            // every reading.
             revisions[key, default: 0] += 1
         }
         guard old != reading.value else { return false }
@@ -124,6 +125,23 @@ public struct Home: Sendable {
         guard sensor == SensorKind.lights.id else { return .failure(.notALight(sensor: sensor)) }
         guard room.sensors.contains(.lights) else { return .failure(.noLights(room: room.id)) }
         return .success((user, room))
+    }
+
+    /// The rooms a group command switches: the group's (`group` nil: every room of the user with
+    /// lights), in the config's order.
+    public func groupTarget(user userID: String, group: String?) -> Result<(User, [Room]), CommandRejection> {
+        guard let user = user(id: userID) else { return .failure(.unknownUser(userID)) }
+        guard let group else {
+            let rooms = user.rooms.filter { $0.sensors.contains(.lights) }
+            return rooms.isEmpty ? .failure(.noLights(room: "*")) : .success((user, rooms))
+        }
+        guard let found = user.group(named: group) else { return .failure(.unknownGroup(user: userID, group: group)) }
+        return .success((user, found.rooms.compactMap { id in user.rooms.first { $0.id == id } }))
+    }
+
+    /// Whether every one of `rooms`' lights is on (README, "Groups": a group is `ON` only then).
+    public func allLightsOn(user: String, rooms: [Room]) -> Bool {
+        !rooms.isEmpty && rooms.allSatisfy { value(of: .lights, in: RoomKey(user: user, room: $0.id)) == .binary(true) }
     }
 
     /// Applies a light command; returns the new reading when the target is valid.

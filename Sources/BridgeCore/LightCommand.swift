@@ -79,6 +79,7 @@ public enum CommandRejection: Error, Sendable, Equatable, CustomStringConvertibl
     case unknownRoom(user: String, room: String)
     case notALight(sensor: String)
     case noLights(room: String)
+    case unknownGroup(user: String, group: String)
     /// A REST upstream refused the forwarded command (or could not be reached: status 0).
     case upstream(status: Int, detail: String)
     /// Cluster: the instance that owns the user did not confirm a relayed command in time.
@@ -105,6 +106,7 @@ public enum CommandRejection: Error, Sendable, Equatable, CustomStringConvertibl
         case .unknownRoom: "unknown_room"
         case .notALight: "not_a_light"
         case .noLights: "no_lights"
+        case .unknownGroup: "unknown_group"
         case .upstream: "upstream_refused"
         case .ownerTimeout: "owner_timeout"
         case .ownerOffline: "owner_offline"
@@ -118,7 +120,8 @@ public enum CommandRejection: Error, Sendable, Equatable, CustomStringConvertibl
         case .unknownUser(let user): "unknown user \(LightCommand.quoted(user))"
         case .unknownRoom(let user, let room): "user \(user) has no room \(LightCommand.quoted(room))"
         case .notALight(let sensor): "\(LightCommand.quoted(sensor)) is not a light; only lights take commands"
-        case .noLights(let room): "room \(room) has no lights"
+        case .noLights(let room): room == "*" ? "no room of this user has lights" : "room \(room) has no lights"
+        case .unknownGroup(let user, let group): "user \(user) has no group \(LightCommand.quoted(group))"
         case .upstream(let status, let detail):
             status == 0 ? "upstream unreachable: \(detail)" : "upstream answered \(status): \(detail)"
         case .ownerTimeout(let seconds):

@@ -55,14 +55,19 @@ public struct MosquittoAccessControl: Sendable, Equatable {
 
     public var topics: Topics
     public var homeAssistantPrefix: String
+    /// `homie.prefix` when Homie is on (README, "Homie").
+    public var homiePrefix: String?
     /// The bridge's account first, then one per user in the config's order.
     public var accounts: [Account]
 
     /// - Parameters:
     ///   - bridgeUsername: `mqtt.username`; `nil` gives `smarthome-bridge`.
-    public init(baseTopic: String, homeAssistantPrefix: String, bridgeUsername: String?, users: [User]) {
+    ///   - homiePrefix: `homie.prefix` when `homie.enabled`: the bridge's account may write there too.
+    public init(baseTopic: String, homeAssistantPrefix: String, bridgeUsername: String?, users: [User],
+                homiePrefix: String? = nil) {
         topics = Topics(base: baseTopic)
         self.homeAssistantPrefix = homeAssistantPrefix
+        self.homiePrefix = homiePrefix
         accounts = [Account(name: bridgeUsername ?? Self.defaultBridgeUsername, role: .bridge)]
             + users.map { Account(name: $0.username, role: .user(id: $0.id)) }
     }
@@ -70,7 +75,8 @@ public struct MosquittoAccessControl: Sendable, Equatable {
     /// The accounts of a loaded configuration.
     public init(configuration: BridgeConfiguration) {
         self.init(baseTopic: configuration.mqtt.baseTopic, homeAssistantPrefix: configuration.homeAssistant.prefix,
-                  bridgeUsername: configuration.mqtt.username, users: configuration.users)
+                  bridgeUsername: configuration.mqtt.username, users: configuration.users,
+                  homiePrefix: configuration.homie.enabled ? configuration.homie.prefix : nil)
     }
 
     /// The bridge's own account.
@@ -114,13 +120,16 @@ public struct MosquittoAccessControl: Sendable, Equatable {
     // MARK: The ACL
 
     /// What an account may do: a user reads everything under `<base>/<userID>/#` and writes only its
-    /// own light commands; the bridge reads and writes its base topic and the Home Assistant prefix.
+    /// own light commands (its rooms', every light's, its groups': README, "Groups"); the bridge
+    /// reads and writes its base topic, the Home Assistant prefix and, with Homie, Homie's prefix.
     public func rules(for account: Account) -> [Rule] {
         switch account.role {
         case .bridge:
             [Rule(.readwrite, "\(topics.base)/#"), Rule(.readwrite, "\(homeAssistantPrefix)/#")]
+                + (homiePrefix.map { [Rule(.readwrite, "\($0)/#")] } ?? [])
         case .user(let id):
-            [Rule(.read, "\(topics.base)/\(id)/#"), Rule(.write, topics.lightsSet(user: id, room: "+"))]
+            [Rule(.read, "\(topics.base)/\(id)/#"), Rule(.write, topics.lightsSet(user: id, room: "+")),
+             Rule(.write, topics.userLightsSet(user: id)), Rule(.write, topics.groupSet(user: id, group: "+"))]
         }
     }
 
@@ -134,7 +143,8 @@ public struct MosquittoAccessControl: Sendable, Equatable {
             "# Do not edit: run the command again after changing users, mqtt.username, mqtt.base_topic",
             "# or homeassistant.prefix, then reload mosquitto (SIGHUP).",
             "# Each user may read \(topics.base)/<userID>/# and publish only its own light commands;",
-            "# the bridge's account may read and write \(topics.base)/# and \(homeAssistantPrefix)/#.",
+            "# the bridge's account may read and write \(topics.base)/# and \(homeAssistantPrefix)/#"
+                + (homiePrefix.map { " (and \($0)/#, Homie's)." } ?? "."),
             "# Anything not listed is denied.",
         ]
         for account in accounts {

@@ -36,17 +36,40 @@ public struct User: Sendable, Equatable {
     /// An argon2id hash in libsodium's string format; never the password itself.
     public var passwordHash: String
     public var rooms: [Room]
+    /// Named sets of the user's rooms whose lights switch together (README, "Groups").
+    public var groups: [LightGroup]
 
-    public init(id: String, username: String, passwordHash: String, rooms: [Room]) {
+    public init(id: String, username: String, passwordHash: String, rooms: [Room], groups: [LightGroup] = []) {
         self.id = id
         self.username = username
         self.passwordHash = passwordHash
         self.rooms = rooms
+        self.groups = groups
+    }
+
+    /// One of the user's groups by its name (exactly: names are topic levels).
+    public func group(named name: String) -> LightGroup? {
+        groups.first { $0.name == name }
     }
 
     /// Finds one of the user's rooms by id or display name, in any case.
     public func room(named nameOrID: String) -> Room? {
         let key = nameOrID.lowercased()
         return rooms.first { $0.id == key || $0.name.lowercased() == key }
+    }
+}
+
+/// A named set of one user's rooms whose lights switch together (README, "Groups"):
+/// `<base>/<user>/groups/<name>/set` switches them, `<base>/<user>/groups/<name>` says `ON` when
+/// all of them are on.
+public struct LightGroup: Sendable, Equatable {
+    /// A topic level: a-z, 0-9, `_` and `-`.
+    public var name: String
+    /// The ids of the user's rooms in it, each with lights, in the config's order.
+    public var rooms: [String]
+
+    public init(name: String, rooms: [String]) {
+        self.name = name
+        self.rooms = rooms
     }
 }

@@ -35,14 +35,11 @@ public enum SeedShapes {
         }
         var members: [(String, JSONValue)] = [("SensorNames", .array(names)), ("SensorIcon", .array(icons)),
                                               ("SensorValues", .array(texts))]
-        // Rooms with real devices say when each sensor was last heard from (null: not yet; an
-        // unbound sensor of such a room: when its value last changed).
+        // Rooms with real devices say when each sensor was last heard from (null: not yet).
         if !room.bindings.isEmpty {
             let key = RoomKey(user: user, room: room.id)
             members.append(("SensorLastSeen", .array(sensors.map { sensor in
-                (room.bindings[sensor] != nil ? home.lastSeen(sensor, in: key) : values[sensor].flatMap { _ in
-                    home.updatedAt(key)
-                }).map { .string(Timestamp.iso8601($0)) } ?? .null
+                home.lastSeen(sensor, in: key).map { .string(Timestamp.iso8601($0)) } ?? .null
             })))
         }
         return .object(members + extra)

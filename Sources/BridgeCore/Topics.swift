@@ -26,6 +26,34 @@ public struct Topics: Sendable, Equatable {
         "\(base)/\(user)/\(room)/availability"
     }
 
+    /// `<base>/<user>/lights`: `ON` when every light of the user is on, else `OFF`, retained
+    /// (README, "Groups").
+    public func userLights(user: String) -> String { "\(base)/\(user)/lights" }
+
+    /// `<base>/<user>/lights/set`: switches every light of the user.
+    public func userLightsSet(user: String) -> String { "\(base)/\(user)/lights/set" }
+
+    /// `<base>/<user>/groups/<group>`: `ON` when every light of the group is on, else `OFF`, retained.
+    public func group(user: String, group: String) -> String { "\(base)/\(user)/groups/\(group)" }
+
+    /// `<base>/<user>/groups/<group>/set`: switches the group's lights. The room command filter
+    /// `<base>/+/+/+/set` matches it too, which is how it is received (once, by one subscription).
+    public func groupSet(user: String, group: String) -> String { "\(base)/\(user)/groups/\(group)/set" }
+
+    /// The subscription for `<base>/<user>/lights/set` (group commands come through `commandFilter`).
+    public var userLightsFilter: String { "\(base)/+/lights/set" }
+
+    /// The user and group a group command addresses (`group` nil: every light of the user), or
+    /// `nil` when the topic is neither `<base>/<user>/lights/set` nor `<base>/<user>/groups/<g>/set`.
+    public func parseGroupCommandTopic(_ topic: String) -> (user: String, group: String?)? {
+        guard topic.hasPrefix(base + "/") else { return nil }
+        let rest = topic.dropFirst(base.count + 1).split(separator: "/", omittingEmptySubsequences: false)
+        guard rest.allSatisfy({ !$0.isEmpty }), rest.last == "set", rest[0] != "bridge" else { return nil }
+        if rest.count == 3, rest[1] == "lights" { return (String(rest[0]), nil) }
+        if rest.count == 4, rest[1] == "groups" { return (String(rest[0]), String(rest[2])) }
+        return nil
+    }
+
     /// `<base>/<user>/events`: JSON events, not retained.
     public func events(user: String) -> String {
         "\(base)/\(user)/events"

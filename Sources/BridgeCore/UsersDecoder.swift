@@ -8,13 +8,18 @@
 ///     rooms:
 ///       - Livingroom                       # sensors by the original's rule
 ///       - { name: Kitchen, sensors: [Temperature, Humidity, Lights, Gas] }
+///     groups:
+///       - { name: downstairs, rooms: [Kitchen, Livingroom] }
 /// ```
 enum UsersDecoder {
     /// Ids become topic levels, so they are restricted to characters that need no escaping anywhere.
     static let idCharacters = Set("abcdefghijklmnopqrstuvwxyz0123456789_-")
     /// Topic levels the bridge uses itself: a user or room by these names would collide with them.
     static let reservedUserIDs: Set<String> = ["bridge"]
-    static let reservedRoomIDs: Set<String> = ["events"]
+    static let reservedRoomIDs: Set<String> = ["events", "lights", "groups"]
+    /// Groups one user may have at most (README, "Groups"): each is a subscription-free topic and a
+    /// Home Assistant entity, so their number is bounded like everything else.
+    static let maxGroups = 64
 
     static func decode(_ node: ConfigNode?, issues: inout [ConfigIssue]) -> [User] {
         guard let node else {
@@ -104,7 +109,7 @@ enum UsersDecoder {
     private static func decodeUser(_ node: ConfigNode, path: String, issues: inout [ConfigIssue])
         -> (user: User?, id: String?, username: String?)
     {
-        guard let fields = members(of: node, path: path, allowed: ["id", "username", "password_hash", "rooms"],
+        guard let fields = members(of: node, path: path, allowed: ["id", "username", "password_hash", "rooms", "groups"],
                                    issues: &issues) else { return (nil, nil, nil) }
         let before = issues.count
         let id = text(fields["id"], path: "\(path).id", parentLine: node.line, issues: &issues)
@@ -118,8 +123,84 @@ enum UsersDecoder {
                                       line: fields["password_hash"]?.line ?? 0))
         }
         let rooms = decodeRooms(fields["rooms"], path: "\(path).rooms", parentLine: node.line, issues: &issues)
+        let groups = fields["groups"].map { decodeGroups($0, path: "\(path).groups", rooms: rooms, issues: &issues) } ?? []
         guard issues.count == before, let id, let username, let hash else { return (nil, id, username) }
-        return (User(id: id, username: username, passwordHash: hash, rooms: rooms), id, username)
+        return (User(id: id, username: username, passwordHash: hash, rooms: rooms, groups: groups), id, username)
+    }
+
+    /// `groups: [{ name, rooms: [...] }]`: each name a topic level used once, each room one of the
+    /// user's (by name or id, any case) with lights, listed once.
+    private static func decodeGroups(_ node: ConfigNode, path: String, rooms: [Room],
+                                     issues: inout [ConfigIssue]) -> [LightGroup] {
+        guard case .sequence(let items, _) = node else {
+            issues.append(ConfigIssue(path: path, message: "must be a list of groups { name, rooms }", line: node.line))
+            return []
+        }
+        if items.count > maxGroups {
+            issues.append(ConfigIssue(path: path, message: "has \(items.count) groups; at most \(maxGroups) are allowed",
+                                      line: node.line))
+            return []
+        }
+        var groups: [LightGroup] = []
+        var names: Set<String> = []
+        for (index, item) in items.enumerated() {
+            let groupPath = "\(path)[\(index)]"
+            guard let fields = members(of: item, path: groupPath, allowed: ["name", "rooms"], issues: &issues) else {
+                continue
+            }
+            var name = text(fields["name"], path: "\(groupPath).name", parentLine: item.line, issues: &issues)
+            if let given = name {
+                if !validID(given, path: "\(groupPath).name", reserved: [], line: fields["name"]?.line ?? item.line,
+                            issues: &issues) {
+                    name = nil
+                } else if !names.insert(given).inserted {
+                    issues.append(ConfigIssue(path: "\(groupPath).name",
+                                              message: "\"\(given)\" is used by another group of this user",
+                                              line: fields["name"]?.line ?? item.line))
+                    name = nil
+                }
+            }
+            let members = decodeGroupRooms(fields["rooms"], path: "\(groupPath).rooms", parentLine: item.line,
+                                           rooms: rooms, issues: &issues)
+            if let name, let members { groups.append(LightGroup(name: name, rooms: members)) }
+        }
+        return groups
+    }
+
+    private static func decodeGroupRooms(_ node: ConfigNode?, path: String, parentLine: Int, rooms: [Room],
+                                         issues: inout [ConfigIssue]) -> [String]? {
+        guard case .sequence(let items, _)? = node, !items.isEmpty else {
+            issues.append(ConfigIssue(path: path, message: "must be a non-empty list of this user's rooms",
+                                      line: node?.line ?? parentLine))
+            return nil
+        }
+        var ids: [String] = []
+        var valid = true
+        for (index, item) in items.enumerated() {
+            let roomPath = "\(path)[\(index)]"
+            guard let word = text(item, path: roomPath, parentLine: item.line, issues: &issues) else {
+                valid = false
+                continue
+            }
+            let key = word.lowercased()
+            guard let room = rooms.first(where: { $0.id == key || $0.name.lowercased() == key }) else {
+                let known = rooms.map(\.name).joined(separator: ", ")
+                issues.append(ConfigIssue(path: roomPath, message: "\"\(word)\" is not a room of this user (\(known))",
+                                          line: item.line))
+                valid = false
+                continue
+            }
+            if !room.sensors.contains(.lights) {
+                issues.append(ConfigIssue(path: roomPath, message: "\"\(word)\" has no lights", line: item.line))
+                valid = false
+            } else if ids.contains(room.id) {
+                issues.append(ConfigIssue(path: roomPath, message: "\"\(word)\" is listed twice", line: item.line))
+                valid = false
+            } else {
+                ids.append(room.id)
+            }
+        }
+        return valid ? ids : nil
     }
 
     private static func decodeRooms(_ node: ConfigNode?, path: String, parentLine: Int,

@@ -52,7 +52,7 @@ final class AlarmReplication: BridgeFeature {
                 return
             }
             let draft: AlarmDraft
-            switch AlarmDraft.parse(message.payload, rooms: user.rooms) {
+            switch AlarmDraft.parse(message.payload, rooms: user.rooms, groups: user.groups) {
             case .success(let parsed): draft = parsed
             case .failure(let problem):
                 logger.warning("ignored a replicated alarm that does not validate",

@@ -69,7 +69,13 @@ final class AlarmScheduler: BridgeFeature {
         logger.info("alarm fired", ["user": alarm.userID, "alarm": alarm.uuid, "title": alarm.title])
         controller.publishEvent(user: alarm.userID, BridgeEvent.alarm(alarm, firedAt: now))
         if let action = alarm.action {
-            commands.alarmAction(action.lights, user: alarm.userID, room: action.room)
+            if let group = action.group {
+                commands.alarmGroupAction(action.lights, user: alarm.userID, group: group)
+            } else if action.room == Alarm.Action.everyRoom {
+                commands.alarmGroupAction(action.lights, user: alarm.userID, group: nil)
+            } else {
+                commands.alarmAction(action.lights, user: alarm.userID, room: action.room)
+            }
         }
     }
 

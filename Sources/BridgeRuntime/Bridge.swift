@@ -47,8 +47,7 @@ public final class Bridge: Sendable {
         let clustered = configuration.cluster.instances > 1
         let outbound = Outbound(broker: mqtt, qos: configuration.mqtt.qos, logger: logger)
         let identity = HomeAssistantDiscovery(prefix: configuration.homeAssistant.prefix, topics: topics,
-                                              version: Bridge.version, sourceKind: configuration.source.kind.rawValue,
-                                              clustered: clustered)
+                                              version: Bridge.version, sourceKind: configuration.source.kind.rawValue)
         let discovery = configuration.homeAssistant.discovery ? identity : nil
         let store = HomeStore(home: Home(users: configuration.users))
         let online = OnlineInstances()
@@ -66,17 +65,29 @@ public final class Bridge: Sendable {
                                bridgeBrokerAddress: broker.description, logger: logger)
             : nil
         let sourceSwitch = source.lightSwitch
+        let homie = configuration.homie.enabled
+            ? HomieDevices(prefix: configuration.homie.prefix, topics: topics, version: Bridge.version,
+                           users: configuration.users, instance: clustered ? configuration.cluster.index : nil)
+            : nil
         let commands = CommandService(controller: controller, configuration: configuration, outbound: outbound,
                                       logger: logger,
                                       lights: { target in devices?.bindsLight(target.key) == true ? devices : sourceSwitch },
                                       switchTimeout: max(configuration.source.timeout,
                                                          configuration.devices.commandTimeout) + 5,
-                                      instanceOnline: { $0 == configuration.cluster.index || online.contains($0) })
+                                      instanceOnline: { $0 == configuration.cluster.index || online.contains($0) },
+                                      homie: homie)
         history = HistoryStore(database: database)
         let recorder = HistoryRecorder(store: history, retentionDays: configuration.storage.retentionDays, logger: logger)
         let events = EventHub(limits: .init(perSession: configuration.http.maxStreamsPerToken,
                                             perUser: configuration.http.maxStreamsPerUser))
-        for subscriber in [recorder, events, commands] as [any StateSubscriber] { bus.subscribe(subscriber) }
+        let groups = GroupStatePublisher(store: store, outbound: outbound, topics: topics,
+                                         membership: configuration.cluster.membership)
+        for subscriber in [recorder, events, commands, groups] as [any StateSubscriber] { bus.subscribe(subscriber) }
+        let homieFeature = try homie.map {
+            try HomieFeature(configuration: configuration, brokerURL: broker, devices: $0, store: store, broker: mqtt,
+                             logger: logger)
+        }
+        if let homieFeature { bus.subscribe(homieFeature) }
         let sessions = try SessionService(configuration: configuration, database: database, events: events,
                                           logger: logger)
         let alarmStore = AlarmStore(database: database)
@@ -86,13 +97,14 @@ public final class Bridge: Sendable {
         let replication = clustered
             ? AlarmReplication(store: alarmStore, home: store, topics: topics, outbound: outbound, logger: logger) : nil
         var features: [any BridgeFeature] = [
-            publisher, commands, recorder, events, source,
+            publisher, commands, groups, recorder, events, source,
             HomeAssistantFeature(identity: identity, discovery: discovery, announced: AnnouncedConfigStore(database: database),
                                  store: store, publisher: publisher, outbound: outbound, router: router, logger: logger),
             AlarmScheduler(store: alarmStore, schedule: schedule, controller: controller, commands: commands,
                            replication: replication, logger: logger),
         ]
         if let devices { features.append(devices) }
+        if let homieFeature { features.append(homieFeature) }
         var mirrors: MirrorSubscriptions?
         var clusterHistory: ClusterHistory?
         if clustered, let replication {

@@ -20,6 +20,8 @@ enum SwitchOutcome: Sendable, Equatable {
 /// all end in `perform`, which resolves the target once, asks the `LightSwitch` when one takes
 /// the command, and switches the light through the home controller. In a cluster an API command
 /// for another instance's user is relayed to its owner and confirmed by the owner's published state.
+/// A group command (README, "Groups") decides one state for the whole group (`TOGGLE`: `OFF` when
+/// every light of it is on, else `ON`) and sends each room that state as its own `ON`/`OFF` command.
 final class CommandService: BridgeFeature, StateSubscriber {
     let name = "commands"
 
@@ -48,6 +50,8 @@ final class CommandService: BridgeFeature, StateSubscriber {
     /// Cluster: whether an instance is online as far as this one has seen (a relay to one known
     /// to be offline fails at once).
     private let instanceOnline: @Sendable (Int) -> Bool
+    /// Homie's devices, whose `…/lights/set` topics are commands too (README, "Homie").
+    private let homie: HomieDevices?
 
     /// - Parameters:
     ///   - lights: where a target's commands go before the state changes (its device, or a source
@@ -55,7 +59,8 @@ final class CommandService: BridgeFeature, StateSubscriber {
     ///   - switchTimeout: how long an API request waits for `lights` at most.
     init(controller: HomeController, configuration: BridgeConfiguration, outbound: Outbound, logger: Logger,
          lights: @escaping @Sendable (CommandTarget) -> (any LightSwitch)?, switchTimeout: Double,
-         instanceOnline: @escaping @Sendable (Int) -> Bool = { _ in true }) {
+         instanceOnline: @escaping @Sendable (Int) -> Bool = { _ in true }, homie: HomieDevices? = nil) {
+        self.homie = homie
         self.controller = controller
         self.outbound = outbound
         self.logger = logger
@@ -67,7 +72,12 @@ final class CommandService: BridgeFeature, StateSubscriber {
         relayTimeout = configuration.cluster.commandTimeout
     }
 
-    var subscriptions: [MQTTSubscription] { [MQTTSubscription(filter: topics.commandFilter, qos: qos)] }
+    /// The room filter also takes `<base>/<user>/groups/<group>/set`, so a group command arrives
+    /// once; every light of a user has a filter of its own (one level shorter).
+    var subscriptions: [MQTTSubscription] {
+        [MQTTSubscription(filter: topics.commandFilter, qos: qos), MQTTSubscription(filter: topics.userLightsFilter, qos: qos)]
+            + (homie.map { [MQTTSubscription(filter: $0.setFilter, qos: qos)] } ?? [])
+    }
 
     private var membership: ClusterMembership { controller.membership }
 
@@ -75,7 +85,13 @@ final class CommandService: BridgeFeature, StateSubscriber {
 
     /// An MQTT `/set` message.
     func handle(_ message: MQTTMessage) {
-        guard let address = topics.parseCommandTopic(message.topic) else { return }
+        if let homie, message.topic.hasPrefix(homie.prefix + "/5/") {
+            handleHomie(message, homie)
+            return
+        }
+        let group = topics.parseGroupCommandTopic(message.topic)
+        guard let address = topics.parseCommandTopic(message.topic) ?? group.map({ ($0.user, "*", "lights") })
+        else { return }
         // Every instance receives every command; only the user's owner acts (or rejects).
         guard membership.owns(address.user) else { return }
         // An empty payload is how a retained command is cleared (README, "MQTT").
@@ -83,12 +99,20 @@ final class CommandService: BridgeFeature, StateSubscriber {
             logger.debug("ignored an empty command (a cleared retained message)", ["topic": message.topic])
             return
         }
-        if message.retain {
-            logger.warning("ignored a retained command: a stale retained /set message must never switch lights; "
-                + "clear it with an empty retained publish", ["topic": message.topic])
+        if isStaleRetained(message) { return }
+        let origin = CommandOrigin.mqtt(topic: message.topic, redelivery: message.isRedelivery)
+        if let group {
+            switch LightCommand.parse(message.payload) {
+            case .failure(let rejection):
+                reject(rejection, user: group.user, room: nil, origin: origin)
+            case .success(let command) where message.isRedelivery && command == .toggle:
+                logger.info("ignored a redelivered TOGGLE (already applied)",
+                            ["topic": message.topic, "packet_id": String(message.messageID)])
+            case .success(let command):
+                switchGroup(command, user: group.user, group: group.group, origin: origin)
+            }
             return
         }
-        let origin = CommandOrigin.mqtt(topic: message.topic, redelivery: message.isRedelivery)
         let parsed = CommandTarget.resolve(user: address.user, room: address.room, sensor: address.sensor,
                                            in: controller.store.home)
             .flatMap { target in LightCommand.parse(message.payload).map { (target, $0) } }
@@ -107,12 +131,88 @@ final class CommandService: BridgeFeature, StateSubscriber {
         }
     }
 
+    /// A retained `/set` message (from the broker's store at subscribe time) is never applied: a
+    /// stale retained command must never switch lights at every restart (README, "MQTT").
+    private func isStaleRetained(_ message: MQTTMessage) -> Bool {
+        guard message.retain else { return false }
+        logger.warning("ignored a retained command: a stale retained /set message must never switch lights; "
+            + "clear it with an empty retained publish", ["topic": message.topic])
+        return true
+    }
+
+    /// A Homie controller's `…/lights/set` (`true`/`false`): the same rules as a room's `/set`.
+    private func handleHomie(_ message: MQTTMessage, _ homie: HomieDevices) {
+        guard let (user, room) = homie.parseSet(message.topic, in: controller.store.home) else {
+            logger.warning("command rejected", ["topic": message.topic, "reason": "unknown_device",
+                                                "detail": "no Homie device or room of this bridge"])
+            return
+        }
+        guard membership.owns(user.id), !message.payload.isEmpty else { return }
+        if isStaleRetained(message) { return }
+        let origin = CommandOrigin.mqtt(topic: message.topic, redelivery: message.isRedelivery)
+        switch HomieDevices.command(message.payload) {
+        case .failure(let rejection): reject(rejection, user: user.id, room: room.id, origin: origin)
+        case .success(let command): submit(command, target: CommandTarget(user: user, room: room), origin: origin)
+        }
+    }
+
     /// An alarm's action.
     func alarmAction(_ command: LightCommand, user: String, room: String) {
         switch CommandTarget.resolve(user: user, room: room, in: controller.store.home) {
         case .success(let target): submit(command, target: target, origin: .alarm)
         case .failure(let rejection): reject(rejection, user: user, room: room, origin: .alarm)
         }
+    }
+
+    /// An alarm's action on a group (`group` nil: every light of the user).
+    func alarmGroupAction(_ command: LightCommand, user: String, group: String?) {
+        switchGroup(command, user: user, group: group, origin: .alarm)
+    }
+
+    /// A group command from MQTT or an alarm: one state for every room of the group.
+    private func switchGroup(_ command: LightCommand, user: String, group: String?, origin: CommandOrigin) {
+        switch groupTargets(command, user: user, group: group) {
+        case .failure(let rejection):
+            reject(rejection, user: user, room: nil, origin: origin, topic: groupTopic(user: user, group: group))
+        case .success(let (targets, on)):
+            for target in targets { submit(on ? .on : .off, target: target, origin: origin) }
+        }
+    }
+
+    /// The group's rooms and the one state a command gives them all.
+    private func groupTargets(_ command: LightCommand, user: String, group: String?)
+        -> Result<([CommandTarget], Bool), CommandRejection>
+    {
+        let home = controller.store.home
+        return home.groupTarget(user: user, group: group).map { user, rooms in
+            (rooms.map { CommandTarget(user: user, room: $0) }, command.applied(to: home.allLightsOn(user: user.id, rooms: rooms)))
+        }
+    }
+
+    private func groupTopic(user: String, group: String?) -> String {
+        group.map { topics.groupSet(user: user, group: $0) } ?? topics.userLightsSet(user: user)
+    }
+
+    /// An API group request (`POST /api/v1/groups/:group/lights`), which waits for every room's
+    /// outcome; the first refusal is the answer, the rooms already switched stay switched.
+    func switchGroupAndWait(_ command: LightCommand, user: String, group: String?) -> Result<[Reading], CommandRejection> {
+        let (targets, on): ([CommandTarget], Bool)
+        switch groupTargets(command, user: user, group: group) {
+        case .success(let found): (targets, on) = found
+        case .failure(let rejection):
+            if membership.owns(user) {
+                reject(rejection, user: user, room: nil, origin: .api, topic: groupTopic(user: user, group: group))
+            }
+            return .failure(rejection)
+        }
+        var readings: [Reading] = []
+        for target in targets {
+            switch switchAndWait(on ? .on : .off, target: target) {
+            case .success(let reading): readings.append(reading)
+            case .failure(let rejection): return .failure(rejection)
+            }
+        }
+        return .success(readings)
     }
 
     /// An API request, which waits for the outcome (on libmicrohttpd's thread, which may block).
@@ -129,7 +229,11 @@ final class CommandService: BridgeFeature, StateSubscriber {
             }
             return .failure(rejection)
         }
-        guard membership.owns(user) else { return relay(command, target: target) }
+        return switchAndWait(command, target: target)
+    }
+
+    private func switchAndWait(_ command: LightCommand, target: CommandTarget) -> Result<Reading, CommandRejection> {
+        guard membership.owns(target.user.id) else { return relay(command, target: target) }
         guard lights(target) != nil else { return execute(command, target: target, origin: .api) }
         let done = Rendezvous<Result<Reading, CommandRejection>>()
         guard jobs.submit(Job(command: command, target: target, origin: .api, done: done)) else {
@@ -199,9 +303,16 @@ final class CommandService: BridgeFeature, StateSubscriber {
         controller.store.home.value(of: .lights, in: target.key) == .binary(true)
     }
 
-    private func reject(_ rejection: CommandRejection, user: String, room: String, origin: CommandOrigin) {
+    /// - Parameter topic: the command topic the rejection names when the origin is not MQTT (by
+    ///   default the room's `/lights/set`).
+    private func reject(_ rejection: CommandRejection, user: String, room: String?, origin: CommandOrigin,
+                        topic other: String? = nil) {
         let topic: String
-        if case .mqtt(let commandTopic, _) = origin { topic = commandTopic } else { topic = topics.lightsSet(user: user, room: room) }
+        if case .mqtt(let commandTopic, _) = origin {
+            topic = commandTopic
+        } else {
+            topic = other ?? topics.lightsSet(user: user, room: room ?? "*")
+        }
         logger.warning("command rejected", ["topic": topic, "reason": rejection.code, "detail": rejection.description])
         guard controller.store.home.user(id: user) != nil else { return }
         controller.publishEvent(user: user, .commandRejected(topic: topic, room: room, rejection: rejection,

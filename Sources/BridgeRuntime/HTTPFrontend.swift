@@ -45,6 +45,10 @@ enum HTTPFrontend {
                 commands.switchAndWait(command, user: user, room: room)
             }
         )
+        routes.metricsToken = configuration.http.metricsToken
+        routes.switchGroup = { [commands = parts.commands] user, group, command in
+            commands.switchGroupAndWait(command, user: user, group: group)
+        }
         if let mirrors = parts.mirrors {
             routes.prepareUser = { user in mirrors.ensure(user: user) }
         }

@@ -18,8 +18,9 @@ public enum MosquittoACLCommand {
 
         Writes a mosquitto password_file (mode 0600) and acl_file (mode 0644) with one MQTT account
         per configured user (named by its username), confined to <base>/<userID>/#: read it all,
-        publish only <base>/<userID>/+/lights/set. The bridge's own account (mqtt.username, else
-        smarthome-bridge) may read and write <base>/# and the Home Assistant prefix.
+        publish only its light commands: <base>/<userID>/+/lights/set, <base>/<userID>/lights/set and
+        <base>/<userID>/groups/+/set. The bridge's own account (mqtt.username, else smarthome-bridge)
+        may read and write <base>/#, the Home Assistant prefix and, with homie.enabled, Homie's.
 
           --passwords FILE  name:password lines (# comments and blank lines ignored). The bridge's
                             password is mqtt.password (or mqtt.password_file) when the config sets

@@ -151,6 +151,10 @@ final class StatePublisher: BridgeFeature {
         if let discovery { outbound.send(discovery.bridgeConfig.topic, discovery.bridgeConfig.payload.serialized) }
         var published = discovery == nil ? 2 : 3
         for user in configuration.users where membership.owns(user.id) {
+            for config in discovery?.userConfigs(user: user) ?? [] {
+                outbound.send(config.topic, config.payload.serialized)
+                published += 1
+            }
             for room in user.rooms {
                 await broker.waitForBacklog(below: Self.backlogLimit)
                 if Task.isCancelled { return }
@@ -164,7 +168,7 @@ final class StatePublisher: BridgeFeature {
     }
 
     /// One room's retained messages: its Home Assistant configs first (so Home Assistant has each
-    /// entity when its state arrives), its values and room JSON, and its availability when polled.
+    /// entity when its state arrives), its values and room JSON, and its availability.
     private func publishRetained(user: User, room: Room) -> Int {
         let key = RoomKey(user: user.id, room: room.id)
         let (home, offline) = store.withLock { ($0.home, $0.offline.contains(key)) }
@@ -181,11 +185,8 @@ final class StatePublisher: BridgeFeature {
             let now = self.now
             for (topic, payload) in values { tracker.markPublished(topic: topic, payload: payload, now: now) }
             messages += values
-            // Polled rooms (their upstream can fail), a cluster's rooms (their instance can die) and
-            // rooms with devices (a device can go offline or silent).
-            if configuration.source.kind == .rest || membership.isClustered || !room.bindings.isEmpty {
-                messages.append((topics.availability(user: user.id, room: room.id), offline ? "offline" : "online"))
-            }
+            // Every room's, which its Home Assistant entities follow (README, "Home Assistant").
+            messages.append((topics.availability(user: user.id, room: room.id), offline ? "offline" : "online"))
             for (topic, payload) in messages { outbound.send(topic, payload) }
         }
         return messages.count

@@ -18,15 +18,23 @@ public struct AlarmStore: Sendable {
         else { return nil }
         var action: Alarm.Action?
         if let room = row[6].text, let lights = row[7].text.flatMap(LightCommand.init(rawValue:)) {
-            action = Alarm.Action(room: room, lights: lights)
+            if room.hasPrefix(groupPrefix) {
+                action = Alarm.Action(room: "", lights: lights, group: String(room.dropFirst(groupPrefix.count)))
+            } else {
+                action = Alarm.Action(room: room, lights: lights)
+            }
         }
         return Alarm(uuid: uuid, userID: user, title: title, fireDate: Date(timeIntervalSince1970: fireDate),
                      isEnabled: enabled != 0, repeats: repeats, action: action)
     }
 
+    /// `action_room` holds a room id, `*` (every light) or `group:<name>`: room ids and group names
+    /// never hold `:` or `*` (README, "Configuration"), so the three never mix.
+    private static let groupPrefix = "group:"
+
     private static func values(_ alarm: Alarm) -> [SQLValue] {
         [.text(alarm.title), .real(alarm.fireDate.timeIntervalSince1970), .integer(alarm.isEnabled ? 1 : 0),
-         .text(alarm.repeats.rawValue), alarm.action.map { .text($0.room) } ?? .null,
+         .text(alarm.repeats.rawValue), alarm.action.map { .text($0.group.map { groupPrefix + $0 } ?? $0.room) } ?? .null,
          alarm.action.map { .text($0.lights.rawValue) } ?? .null]
     }
 

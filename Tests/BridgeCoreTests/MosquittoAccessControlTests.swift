@@ -26,15 +26,23 @@ import Testing
         configuration.users = Fixtures.users
         let acl = MosquittoAccessControl(configuration: configuration).aclText(generatedBy: "x")
         #expect(acl.contains("user hub\ntopic readwrite home/a/#\ntopic readwrite ha/#\n"))
-        #expect(acl.contains("user Mehmet\ntopic read home/a/2/#\ntopic write home/a/2/+/lights/set\n"))
+        #expect(acl.contains("user Mehmet\ntopic read home/a/2/#\ntopic write home/a/2/+/lights/set\n"
+            + "topic write home/a/2/lights/set\ntopic write home/a/2/groups/+/set\n"))
+        #expect(!acl.contains("homie"))
+        configuration.homie.enabled = true
+        configuration.homie.prefix = "devices"
+        #expect(MosquittoAccessControl(configuration: configuration).aclText(generatedBy: "x")
+            .contains("user hub\ntopic readwrite home/a/#\ntopic readwrite ha/#\ntopic readwrite devices/#\n"))
     }
 
     @Test func usersReadTheirOwnTopicsAndWriteOnlyTheirOwnLightCommands() {
         #expect(control.rules(for: control.accounts[1]) == [
             .init(.read, "smarthome/1/#"), .init(.write, "smarthome/1/+/lights/set"),
+            .init(.write, "smarthome/1/lights/set"), .init(.write, "smarthome/1/groups/+/set"),
         ])
         #expect(control.rules(for: control.accounts[2]) == [
             .init(.read, "smarthome/2/#"), .init(.write, "smarthome/2/+/lights/set"),
+            .init(.write, "smarthome/2/lights/set"), .init(.write, "smarthome/2/groups/+/set"),
         ])
         #expect(control.rules(for: control.bridgeAccount) == [
             .init(.readwrite, "smarthome/#"), .init(.readwrite, "homeassistant/#"),
@@ -53,7 +61,9 @@ import Testing
         #expect(rules == [
             "user smarthome-bridge", "topic readwrite smarthome/#", "topic readwrite homeassistant/#",
             "user Cemalettin", "topic read smarthome/1/#", "topic write smarthome/1/+/lights/set",
+            "topic write smarthome/1/lights/set", "topic write smarthome/1/groups/+/set",
             "user Mehmet", "topic read smarthome/2/#", "topic write smarthome/2/+/lights/set",
+            "topic write smarthome/2/lights/set", "topic write smarthome/2/groups/+/set",
         ])
         #expect(text.hasSuffix("\n"))
     }

@@ -11,15 +11,20 @@ struct RuntimeFixture {
     let bus: StateBus
     let controller: HomeController
     let commands: CommandService
+    /// With `groups`: the groups' states on the bus.
+    let groupStates: GroupStatePublisher?
     let logger = Logger(level: .error)
 
-    init(refresh: Double = 300, instances: Int = 1, index: Int = 0, lights: (any LightSwitch)? = nil) {
+    /// - Parameter groups: user 1's groups; then user 1 also has a Hall with lights only, and the
+    ///   groups' state publisher is on the bus.
+    init(refresh: Double = 300, instances: Int = 1, index: Int = 0, lights: (any LightSwitch)? = nil,
+         groups: [LightGroup]? = nil) {
         var configuration = BridgeConfiguration()
         configuration.users = [
             User(id: "1", username: "Cemalettin", passwordHash: "x", rooms: [
                 Room(id: "kitchen", name: "Kitchen", sensors: Room.defaultSensors(forRoomNamed: "Kitchen")),
                 Room(id: "garden", name: "Garden", sensors: [.temperature]),
-            ]),
+            ] + (groups == nil ? [] : [Room(id: "hall", name: "Hall", sensors: [.lights])]), groups: groups ?? []),
             User(id: "2", username: "Mehmet", passwordHash: "y", rooms: [
                 Room(id: "kitchen", name: "Kitchen", sensors: Room.defaultSensors(forRoomNamed: "Kitchen")),
             ]),
@@ -37,6 +42,13 @@ struct RuntimeFixture {
                                   outbound: Outbound(broker: broker, qos: 1, logger: logger), logger: logger,
                                   lights: { _ in lights }, switchTimeout: 2)
         bus.subscribe(commands)
+        let (store, broker, logger) = (store, broker, logger)
+        groupStates = groups.map { _ in
+            GroupStatePublisher(store: store, outbound: Outbound(broker: broker, qos: 1, logger: logger),
+                                topics: Topics(base: configuration.mqtt.baseTopic),
+                                membership: configuration.cluster.membership)
+        }
+        if let groupStates { bus.subscribe(groupStates) }
     }
 }
 

@@ -83,6 +83,17 @@ struct BrokerAccessTests {
         #expect(retained.text != "99.9")
         #expect(Double(retained.text) != nil, "the bridge's reading, e.g. \(kitchenTemperature)")
 
+        // His every-light command is his too (README, "Groups"), Mehmet's is not; his own comes second,
+        // so once it is applied the broker has dealt with the other.
+        mark = observer.messages.count
+        try cemalettin.publish("smarthome/2/lights/set", "ON")
+        try cemalettin.publish("smarthome/1/lights/set", "ON")
+        #expect(await cemalettin.client.waitForPublished(timeout: 10))
+        try await observer.waitFor(after: mark) { $0.topic == "smarthome/1/lights" && $0.text == "ON" }
+        try await observer.waitFor(after: mark) { $0.topic == "smarthome/1/garden/lights" && $0.text == "ON" }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(!bridge.log.contains("light switched user=2"), "Cemalettin switched Mehmet's lights")
+
         // Nothing outside each user's own subtree ever reached them, while the bridge's account saw both.
         let foreign = Set(cemalettin.messages.map(\.topic).filter { !$0.hasPrefix("smarthome/1/") }).sorted()
         #expect(foreign.count == 0, "Cemalettin received \(foreign.prefix(5))")

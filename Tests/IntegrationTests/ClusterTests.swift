@@ -286,8 +286,9 @@ struct ClusterTests {
             bridges.append(try await Self.start(index, broker: broker, discovery: true, extraUsers: users))
         }
         defer { for bridge in bridges { bridge.signal(SIGTERM); _ = bridge.waitForExit(timeout: 5) } }
-        // Demo: 16 rooms × 4 sensors; generated: 20 × 2 rooms × 4 sensors; plus the bridge's own.
-        let expected = 16 * 4 + 20 * 2 * 4 + 1
+        // Demo: 16 rooms × 4 sensors; generated: 20 × 2 rooms × 4 sensors; each of the 22 users'
+        // every-light light and 3 event entities; plus the bridge's own.
+        let expected = 16 * 4 + 20 * 2 * 4 + 22 * 4 + 1
         #expect(await eventually(timeout: 15) { Set(watcher.messages.map(\.topic)).count >= expected })
         // Past the stale-config sweep (2 s after each start): no instance clears another's configs.
         try await Task.sleep(for: .seconds(3))

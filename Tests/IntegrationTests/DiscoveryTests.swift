@@ -12,12 +12,17 @@ struct DiscoveryTests {
         return found
     }
 
-    /// The demo config's 65 config topics (64 room entities and the bridge's connectivity sensor),
+    /// The demo config's 73 config topics (64 room entities, each user's every-light light and 3
+    /// event entities, the bridge's connectivity sensor),
     /// for exact subscriptions: RabbitMQ gives retained messages to no wildcard filter.
     static func demoConfigTopics(prefix: String = "homeassistant") -> [String] {
         let components = ["temperature": "sensor", "humidity": "sensor", "lights": "light",
                           "movement": "binary_sensor", "gas": "binary_sensor"]
         var topics = ["\(prefix)/binary_sensor/smarthome_bridge/connectivity/config"]
+        for user in ["1", "2"] {
+            topics += ["\(prefix)/light/smarthome_\(user)_home/lights/config"]
+                + ["gas", "alarm", "command_rejected"].map { "\(prefix)/event/smarthome_\(user)_home/\($0)/config" }
+        }
         for topic in MQTTBridgeTests.retainedTopics {
             let levels = topic.split(separator: "/").map(String.init)
             guard levels.count == 4, let component = components[levels[3]] else { continue }
@@ -44,10 +49,10 @@ struct DiscoveryTests {
         let bridge = try await BridgeProcess(broker: broker)
         #expect(await bridge.waitForLog("cleared stale Home Assistant configs count=1"))
         let watcher = try await TestSubscriber(broker: broker, subscribe: ["homeassistant/#"])
-        try await watcher.waitFor { _ in Self.configs(watcher).count >= 66 }
+        try await watcher.waitFor { _ in Self.configs(watcher).count >= 74 }
         try await Task.sleep(for: .milliseconds(300))
         let found = Self.configs(watcher)
-        #expect(found.count == 66, "64 room entities, the bridge's connectivity sensor and the foreign one")
+        #expect(found.count == 74, "64 room entities, 2 users' every light and events, the bridge's connectivity sensor and the foreign one")
         #expect(found[stale] == nil, "the removed room's config was cleared")
         #expect(found[foreign] != nil, "another bridge's config is left alone")
         #expect(found["homeassistant/light/smarthome_2_bedroom/lights/config"]?.contains(#""command_topic":"smarthome/2/bedroom/lights/set""#) == true)
@@ -59,7 +64,7 @@ struct DiscoveryTests {
         let bridge = try await BridgeProcess(broker: broker)
         _ = bridge
         let wanted = Self.demoConfigTopics()
-        #expect(wanted.count == 65)
+        #expect(wanted.count == 73)
         // The bridge may still be publishing when the first watcher subscribes (those come live):
         // once it has seen every config, a second watcher must get all of them as retained.
         let first = try await TestSubscriber(broker: broker, subscribe: wanted)
@@ -76,14 +81,16 @@ struct DiscoveryTests {
     @Test func aRoomRemovedBetweenRunsHasItsConfigsCleared() async throws {
         let broker = try await TestBroker()
         let storage = try TestFiles.makeDirectory("discovery").appendingPathComponent("bridge.sqlite").path
-        let attic = ["temperature": "sensor", "humidity": "sensor", "lights": "light", "movement": "binary_sensor"]
-            .map { "homeassistant/\($1)/smarthome_3_attic/\($0)/config" }.sorted()
+        let attic = (["temperature": "sensor", "humidity": "sensor", "lights": "light", "movement": "binary_sensor"]
+            .map { "homeassistant/\($1)/smarthome_3_attic/\($0)/config" } + ["homeassistant/light/smarthome_3_home/lights/config"]
+            + ["gas", "alarm", "command_rejected"].map { "homeassistant/event/smarthome_3_home/\($0)/config" })
+            .sorted()
         var bridge: BridgeProcess? = try await BridgeProcess(broker: broker, extraUsers: APITests.thirdUser,
                                                              storagePath: storage)
         let first = try await TestSubscriber(broker: broker, subscribe: attic)
         try await first.waitFor { _ in Set(first.messages.filter(\.retain).map(\.topic)).count == attic.count }
         // The first run records its configs at the end of its sweep window.
-        #expect(await bridge!.waitForLog("recorded the announced Home Assistant configs count=69"))
+        #expect(await bridge!.waitForLog("recorded the announced Home Assistant configs count=81"))
         bridge?.signal(SIGTERM)
         #expect(bridge?.waitForExit(timeout: 10) == 0)
         bridge = nil
@@ -91,7 +98,7 @@ struct DiscoveryTests {
         bridge = try await BridgeProcess(broker: broker, storagePath: storage)
         #expect(await bridge!.waitForLog("cleared stale Home Assistant configs count=\(attic.count)"))
         let fresh = try await TestSubscriber(broker: broker, subscribe: attic + Self.demoConfigTopics())
-        try await fresh.waitFor { _ in Self.configs(fresh).count >= 65 }
+        try await fresh.waitFor { _ in Self.configs(fresh).count >= 73 }
         try await Task.sleep(for: .milliseconds(500))
         #expect(fresh.messages.filter { attic.contains($0.topic) && !$0.payload.isEmpty }.isEmpty,
                 "the attic's configs are gone")
@@ -128,8 +135,8 @@ struct DiscoveryTests {
         let prefixed = Self.demoConfigTopics(prefix: "ha")
         let watcher = try await TestSubscriber(broker: broker, subscribe: prefixed + Self.demoConfigTopics()
                                                + ["ha/#", "homeassistant/#"])
-        try await watcher.waitFor { _ in Self.configs(watcher, prefix: "ha").count >= 65 }
-        #expect(await bridge!.waitForLog("recorded the announced Home Assistant configs count=65"))
+        try await watcher.waitFor { _ in Self.configs(watcher, prefix: "ha").count >= 73 }
+        #expect(await bridge!.waitForLog("recorded the announced Home Assistant configs count=73"))
         #expect(Self.configs(watcher).isEmpty, "nothing under the default prefix")
         bridge?.signal(SIGTERM)
         _ = bridge?.waitForExit(timeout: 10)
@@ -139,7 +146,7 @@ struct DiscoveryTests {
         bridge = try await BridgeProcess(broker: broker, storagePath: storage,
                                          environment: ["SMARTHOME_HOMEASSISTANT_PREFIX": "ha",
                                                        "SMARTHOME_HOMEASSISTANT_DISCOVERY": "false"])
-        #expect(await bridge!.waitForLog("cleared stale Home Assistant configs count=65"))
+        #expect(await bridge!.waitForLog("cleared stale Home Assistant configs count=73"))
         let fresh = try await TestSubscriber(broker: broker, subscribe: prefixed + ["ha/#"])
         try await Task.sleep(for: .milliseconds(500))
         #expect(fresh.messages.filter { !$0.payload.isEmpty }.isEmpty, "no config left behind")

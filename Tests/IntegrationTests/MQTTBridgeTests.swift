@@ -17,6 +17,7 @@ struct MQTTBridgeTests {
         for (user, rooms) in demoRooms {
             for room in rooms {
                 topics.insert("smarthome/\(user)/\(room)")
+                topics.insert("smarthome/\(user)/\(room)/availability")
                 let extra = room == "kitchen" || room == "bathroom" ? "gas" : "movement"
                 for sensor in ["temperature", "humidity", "lights", extra] {
                     topics.insert("smarthome/\(user)/\(room)/\(sensor)")
@@ -67,6 +68,7 @@ struct MQTTBridgeTests {
             case "humidity": #expect((50.0...60.0).contains(Double(payload) ?? 0), "\(topic)=\(payload)")
             case "lights": #expect(payload == "OFF")
             case "movement", "gas": #expect(["ON", "OFF"].contains(payload), "\(topic)=\(payload)")
+            case "availability": #expect(payload == "online", "\(topic)=\(payload)")
             default: break
             }
         }

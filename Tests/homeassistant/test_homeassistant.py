@@ -134,6 +134,35 @@ class Entity:
         return f"{self.component} {self.username}/{self.room}/{self.sensor}"
 
 
+CONNECTIVITY_TOPIC = f"{PREFIX}/binary_sensor/{BASE}_bridge/connectivity/config"
+
+
+def legacy_configs(entities: list[Entity]) -> dict[str, dict]:
+    """The discovery configs of the bridge before `default_entity_id` (README, "Home Assistant"):
+    `object_id` = `unique_id` and only `<base>/bridge/state` as availability. Published before the
+    bridge starts, they make the install the current bridge upgrades: every entity id in HA's
+    registry comes from an `object_id`, and must stay when the new configs replace these."""
+    bridge_device = f"{BASE}_bridge"
+    configs = {CONNECTIVITY_TOPIC: {
+        "name": "Connectivity", "unique_id": f"{bridge_device}_connectivity", "object_id": f"{bridge_device}_connectivity",
+        "state_topic": f"{BASE}/bridge/state", "payload_on": "online", "payload_off": "offline",
+        "device_class": "connectivity", "entity_category": "diagnostic",
+        "device": {"identifiers": [bridge_device], "name": f"SmartHomeBridge ({BASE})"}}}
+    for e in entities:
+        config = {"name": e.sensor.capitalize(), "unique_id": f"{e.node_id}_{e.sensor}", "object_id": f"{e.node_id}_{e.sensor}",
+                  "state_topic": e.state_topic, "availability": [{"topic": f"{BASE}/bridge/state"}],
+                  "availability_mode": "all", "payload_available": "online", "payload_not_available": "offline",
+                  "device": {"identifiers": [e.node_id], "name": e.device_name, "via_device": bridge_device}}
+        if e.component == "sensor":
+            config.update(device_class=e.device_class, unit_of_measurement=e.unit, state_class=e.state_class)
+        elif e.component == "binary_sensor":
+            config.update(device_class=e.device_class, payload_on="ON", payload_off="OFF")
+        else:
+            config.update(command_topic=f"{e.state_topic}/set", payload_on="ON", payload_off="OFF", optimistic=False)
+        configs[e.config_topic] = config
+    return configs
+
+
 def read_users(path: str) -> list[dict]:
     """The users of a bridge config in the demo's shape (`- id:`, `username:`, `rooms: [..]`).
     A tiny reader, enough for config/bridge.yaml: the tests need no YAML library."""
@@ -171,6 +200,35 @@ def expected_entities(users: list[dict]) -> list[Entity]:
             for sensor in ("temperature", "humidity", "lights", fourth):
                 out.append(Entity(user, room, sensor))
     return out
+
+
+# The group the bridge's config gets (README, "Groups"): (user id, name, room names).
+GROUP = ("1", "downstairs", ["Kitchen", "Livingroom"])
+# The entities of each user's own device: every light, the group, the events; (user id, unique_id suffix).
+EVENT_TYPES = ["gas", "alarm", "command_rejected"]
+HOME_LIGHTS = [("1", "lights"), ("1", f"group_{GROUP[1]}"), ("2", "lights")]
+HOME_ENTITIES = HOME_LIGHTS + [(u, t) for u in ("1", "2") for t in EVENT_TYPES]
+
+
+def home_light_unique_id(user_id: str, suffix: str) -> str:
+    return f"{BASE}_{user_id}_home_{suffix}"
+
+
+def config_with_group(src: str, dst: str) -> None:
+    """Copies the bridge config, giving user GROUP[0] the group GROUP under its rooms."""
+    out, current, added = [], None, False
+    for line in open(src, encoding="utf-8"):
+        out.append(line)
+        m = re.match(r'^\s*-\s+id:\s*"?([^"\s]+)"?', line)
+        if m:
+            current = m.group(1)
+        if current == GROUP[0] and re.match(r"^\s+rooms:\s*\[", line) and not added:
+            indent = line[:len(line) - len(line.lstrip())]
+            out.append(f"{indent}groups:\n{indent}  - {{ name: {GROUP[1]}, rooms: [{', '.join(GROUP[2])}] }}\n")
+            added = True
+    assert added, f"user {GROUP[0]} has no rooms line in {src}"
+    with open(dst, "w", encoding="utf-8") as f:
+        f.writelines(out)
 
 
 def config_without_room(src: str, dst: str, user_id: str, room: str) -> None:
@@ -489,7 +547,7 @@ class Bridge(bridgetest.Bridge):
         directory = os.path.join(workdir, "bridge")
         os.makedirs(directory)
         config = os.path.join(directory, "bridge.yaml")
-        shutil.copy(BRIDGE_CONFIG, config)
+        config_with_group(BRIDGE_CONFIG, config)
         super().__init__(directory, broker, config,
                          env={"SMARTHOME_SOURCE_INTERVAL": "1", "SMARTHOME_SOURCE_SEED": "7"})
         self.watch = watch
@@ -509,14 +567,16 @@ class Bridge(bridgetest.Bridge):
     def stop(self, sig: int = signal.SIGTERM) -> float:
         return super().stop(sig, 15, log=log)
 
-    def api(self, username: str, path: str):
+    def api(self, username: str, path: str, body: dict | None = None):
         base = f"http://{HOST}:{self.http_port}"
         login = urllib.request.Request(base + "/api/v1/login", method="POST",
                                        data=json.dumps({"username": username, "password": DEMO_PASSWORDS[username]}).encode(),
                                        headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(login, timeout=10) as r:
             token = json.loads(r.read())["token"]
-        get = urllib.request.Request(base + path, headers={"Authorization": f"Bearer {token}"})
+        get = urllib.request.Request(base + path, headers={"Authorization": f"Bearer {token}"},
+                                     data=None if body is None else json.dumps(body).encode(),
+                                     method="GET" if body is None else "POST")
         with urllib.request.urlopen(get, timeout=10) as r:
             return json.loads(r.read())
 
@@ -546,8 +606,27 @@ class World:
         entry = self.ha.add_mqtt()
         TIMINGS["ha_onboard_and_mqtt"] = time.monotonic() - t
         log(f"onboarded, MQTT entry {entry['entry_id']} {entry['state']} in {TIMINGS['ha_onboard_and_mqtt']:.1f}s")
+        self.install_legacy()
         self.bridge = Bridge(self.workdir, self.broker, self.watch)
         TIMINGS["bridge_start"] = self.bridge.start()
+
+    def install_legacy(self) -> None:
+        """An existing install: HA has every entity from the earlier `object_id` configs."""
+        t = time.monotonic()
+        legacy = legacy_configs(self.entities)
+        for topic, config in legacy.items():
+            self.broker.publish(topic, json.dumps(config), retain=True)
+        want = {c["unique_id"]: f"{topic.split('/')[1]}.{c['object_id']}" for topic, c in legacy.items()}
+
+        def registered():
+            by_unique, _ = self.ha.registry()
+            return [f"{u}: {by_unique[u]['entity_id'] if u in by_unique else 'not registered'}, want {eid}"
+                    for u, eid in want.items() if by_unique.get(u, {}).get("entity_id") != eid]
+
+        wait_for("HA registering the earlier configs' entities by their object_id", registered, ENTITY_TIMEOUT, 1.0)
+        self.legacy_ids = want
+        TIMINGS["legacy_install"] = time.monotonic() - t
+        log(f"earlier configs installed: {len(want)} entities by object_id in {TIMINGS['legacy_install']:.1f}s")
 
     def teardown(self) -> None:
         for thing in (self.bridge, self.ha, self.watch, self.broker):
@@ -661,8 +740,62 @@ def test_entities(w: World) -> None:
     room_devices = {by_unique[json.loads(w.watch.value(e.config_topic))["unique_id"]]["device_id"] for e in w.entities}
     assert len(room_devices) == 16, f"{len(room_devices)} devices for 16 rooms"
     # Nothing else: the 64 and the bridge's connectivity sensor.
-    extra = sorted(e["entity_id"] for e in by_unique.values() if e["entity_id"] not in ids.values())
+    home = {home_light_unique_id(u, x) for u, x in HOME_ENTITIES}
+    extra = sorted(e["entity_id"] for u, e in by_unique.items() if e["entity_id"] not in ids.values() and u not in home)
     assert len(extra) == 1 and extra[0].startswith("binary_sensor."), f"MQTT entities beyond the rooms': {extra}"
+    missing = sorted(home - set(by_unique))
+    assert not missing, f"home entities (every light, the group, the events) not in HA: {missing}"
+
+
+def test_entity_ids_kept_from_object_id(w: World) -> None:
+    """The current configs (default_entity_id, no object_id, the room's availability) replaced the
+    earlier ones: every entity keeps the id its object_id gave it, and that id is the config's
+    default_entity_id, which current HA would pick for a fresh install."""
+    def updated():
+        # The earlier configs' devices had no model: the current ones say `simulated`.
+        by_unique, devices = w.ha.registry()
+        return [f"{e}: device model {devices.get(by_unique.get(f'{e.node_id}_{e.sensor}', {}).get('device_id') or '', {}).get('model')!r}"
+                for e in w.entities
+                if devices.get(by_unique.get(f"{e.node_id}_{e.sensor}", {}).get("device_id") or "", {}).get("model") != "simulated"]
+
+    wait_for("HA applying the current configs to the earlier entities", updated, ENTITY_TIMEOUT, 1.0)
+    by_unique, _ = w.ha.registry()
+    problems = []
+    for topic in [CONNECTIVITY_TOPIC] + [e.config_topic for e in w.entities]:
+        config = json.loads(w.watch.value(topic) or "{}")
+        unique_id = config.get("unique_id")
+        if "object_id" in config:
+            problems.append(f"{topic}: still carries object_id")
+        if config.get("default_entity_id") != f"{topic.split('/')[1]}.{unique_id}":
+            problems.append(f"{topic}: default_entity_id {config.get('default_entity_id')!r}")
+        topics = [a.get("topic") for a in config.get("availability", [])]
+        if topic != CONNECTIVITY_TOPIC and (len(topics) != 2 or not topics[1].endswith("/availability")
+                                            or config.get("availability_mode") != "all"):
+            problems.append(f"{topic}: availability {topics} {config.get('availability_mode')}")
+        entry = by_unique.get(unique_id)
+        if entry is None or entry["entity_id"] != w.legacy_ids.get(unique_id):
+            problems.append(f"{topic}: entity {entry and entry['entity_id']}, before the upgrade {w.legacy_ids.get(unique_id)}")
+        elif entry["entity_id"] != config.get("default_entity_id"):
+            problems.append(f"{topic}: entity {entry['entity_id']} is not default_entity_id {config.get('default_entity_id')}")
+    assert not problems, "\n    ".join(problems[:12])
+    new = sorted(u for u in by_unique if u not in w.legacy_ids)
+    assert new == sorted(home_light_unique_id(u, x) for u, x in HOME_ENTITIES), \
+        f"entities beyond those of the earlier configs and the new home entities: {new}"
+
+
+def test_room_availability(w: World) -> None:
+    """Every room publishes its availability retained; a room said offline makes its entities
+    unavailable in HA (availability_mode all) and online again brings them back."""
+    missing = [e.room for e in w.entities if w.watch.value(f"{BASE}/{e.user_id}/{e.room_id}/availability") != "online"]
+    assert not missing, f"rooms without availability online: {sorted(set(missing))}"
+    kitchen = [e for e in w.entities if e.user_id == "1" and e.room == "Kitchen"]
+    topic = f"{BASE}/1/kitchen/availability"
+    w.broker.publish(topic, "offline", retain=True)
+    try:
+        wait_for("user 1's Kitchen entities unavailable", lambda: w.check_all(kitchen, available=False), 20, 0.5)
+    finally:
+        w.broker.publish(topic, "online", retain=True)
+    w.wait_all_ok("every entity available with the Kitchen online again", 30)
 
 
 def test_reading_changes(w: World) -> None:
@@ -710,6 +843,88 @@ def test_light_turn_off(w: World) -> None:
         switch("turn_on", "on")
     switch("turn_off", "off")
     switch("turn_on", "on")  # and back, so both directions are seen
+
+
+def test_group_light(w: World) -> None:
+    """The group and every-light lights: light.turn_on/turn_off of the group in HA switches each of
+    its rooms (and only those); every light of the user follows its own light; their states in HA
+    follow the bridge's group states (ON only when all their lights are on)."""
+    user_id, name, rooms = GROUP
+    by_unique, _ = w.ha.registry()
+    group_eid = by_unique[home_light_unique_id(user_id, f"group_{name}")]["entity_id"]
+    all_eid = by_unique[home_light_unique_id(user_id, "lights")]["entity_id"]
+    members = [w.entity_id(user_id, room, "lights")[1] for room in rooms]
+    others = [w.entity_id(user_id, e.room, "lights")[1] for e in w.entities
+              if e.user_id == user_id and e.sensor == "lights" and e.room not in rooms]
+    group_topic = f"{BASE}/{user_id}/groups/{name}"
+
+    def states(eids: list[str]) -> dict[str, str]:
+        current = w.ha.states()
+        return {eid: current[eid]["state"] for eid in eids}
+
+    for service, want in (("turn_off", "off"), ("turn_on", "on"), ("turn_off", "off")):
+        others_before = states(others)
+        t0 = time.time()
+        w.ha.call("light", service, {"entity_id": group_eid})
+        wait_for(f"HA sending {want.upper()} on {group_topic}/set",
+                 lambda: any(m[2] == want.upper() for m in w.watch.since(t0, f"{group_topic}/set")), 10, 0.1)
+        wait_for(f"the group's rooms {want} in HA",
+                 lambda: [f"{eid} {v}" for eid, v in states(members).items() if v != want], 15, 0.2)
+        wait_for(f"the bridge publishing {want.upper()} on {group_topic}", lambda: w.watch.value(group_topic) == want.upper(), 10, 0.1)
+        wait_for(f"{group_eid} {want} in HA", lambda: states([group_eid])[group_eid] == want, 10, 0.2)
+        assert states(others) == others_before, f"rooms outside the group changed: {others_before} -> {states(others)}"
+
+    t0 = time.time()
+    w.ha.call("light", "turn_on", {"entity_id": all_eid})
+    wait_for("every light of the user on in HA",
+             lambda: [f"{eid} {v}" for eid, v in states(members + others).items() if v != "on"], 15, 0.2)
+    wait_for(f"{all_eid} and {group_eid} on in HA", lambda: set(states([all_eid, group_eid]).values()) == {"on"}, 10, 0.2)
+    w.ha.call("light", "turn_off", {"entity_id": members[0]})
+    wait_for(f"{group_eid} and {all_eid} off once one of their lights is",
+             lambda: set(states([all_eid, group_eid]).values()) == {"off"}, 10, 0.2)
+
+
+def test_event_entities(w: World) -> None:
+    """Each user's events are HA event entities: a refused command (made by the bridge), an alarm
+    that fires (set through the bridge's API) and a gas event (in the bridge's shape: the simulator
+    makes them too rarely to wait for) each fire their own entity, with the event's fields as
+    attributes, and no other."""
+    by_unique, _ = w.ha.registry()
+    eids = {t: by_unique[home_light_unique_id("1", t)]["entity_id"] for t in EVENT_TYPES}
+
+    def states() -> dict[str, dict]:
+        current = w.ha.states()
+        return {t: current[eid] for t, eid in eids.items()}
+
+    def fired(kind: str, before: dict[str, dict], **attributes) -> None:
+        def check():
+            now = states()
+            problems = [f"{t} changed ({before[t]['state']} -> {now[t]['state']})" for t in EVENT_TYPES
+                        if t != kind and now[t]["state"] != before[t]["state"]]
+            if now[kind]["state"] == before[kind]["state"]:
+                problems.append(f"{eids[kind]} not fired ({now[kind]['state']})")
+            else:
+                attrs = now[kind]["attributes"]
+                problems += [f"{eids[kind]} {k}={attrs.get(k)!r}, want {v!r}"
+                             for k, v in dict(event_type=kind, **attributes).items() if attrs.get(k) != v]
+            return problems
+
+        wait_for(f"{eids[kind]} firing", check, 15, 0.2)
+
+    assert all(s["attributes"].get("event_types") == [t] for t, s in states().items()), states()
+    before = states()
+    w.broker.publish(f"{BASE}/1/kitchen/lights/set", "DIM")
+    fired("command_rejected", before, reason="bad_payload", room="kitchen", source="mqtt")
+
+    before = states()
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 2))
+    alarm = w.bridge.api("Cemalettin", "/api/v1/alarms", {"title": "HA event test", "fireDate": at})
+    fired("alarm", before, uuid=alarm["uuid"], title="HA event test")
+
+    before = states()
+    w.broker.publish(f"{BASE}/1/events", json.dumps({"type": "gas", "room": "kitchen", "state": "ON",
+                                                     "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}))
+    fired("gas", before, room="kitchen", state="ON")
 
 
 def test_birth_message(w: World) -> None:
@@ -811,7 +1026,7 @@ def test_room_removed(w: World) -> None:
     wait_for(f"user {user_id}'s {room} gone from HA", removed, 30, 0.5)
     w.wait_all_ok("the other 60 entities still there and available")
     by_unique, _ = w.ha.registry()
-    assert len(by_unique) == 61, f"{len(by_unique)} MQTT entities in HA's registry, want 60 + connectivity"
+    assert len(by_unique) == 70, f"{len(by_unique)} MQTT entities in HA's registry, want 60 + 9 home entities + connectivity"
 
 
 def test_ha_log_clean(w: World) -> None:
@@ -828,7 +1043,7 @@ def test_ha_log_clean(w: World) -> None:
     assert not bad, "HA's log:\n    " + "\n    ".join(bad[:10])
 
 
-TESTS = [test_entities, test_reading_changes, test_light_turn_off, test_birth_message, test_ha_restart,
+TESTS = [test_entities, test_entity_ids_kept_from_object_id, test_room_availability, test_reading_changes, test_light_turn_off, test_group_light, test_event_entities, test_birth_message, test_ha_restart,
          test_bridge_stopped, test_bridge_killed, test_room_removed, test_ha_log_clean]
 
 

@@ -1,0 +1,43 @@
+import BridgeCore
+import Foundation
+import Testing
+@testable import BridgeRuntime
+
+/// The Homie feature's rules (README, "Homie"), on the in-memory broker.
+@Suite struct HomieFeatureTests {
+    func feature(_ bridge: RuntimeFixture) throws -> HomieFeature {
+        let devices = HomieDevices(prefix: "homie", topics: Topics(base: "smarthome"), version: "0",
+                                   users: bridge.configuration.users)
+        let feature = try HomieFeature(configuration: bridge.configuration,
+                                       brokerURL: BrokerURL(host: "127.0.0.1", port: 1, tls: false), devices: devices,
+                                       store: bridge.store, broker: bridge.broker, logger: bridge.logger)
+        bridge.bus.subscribe(feature)
+        return feature
+    }
+
+    @Test func publishedReadingsBecomePropertyValues() throws {
+        let bridge = RuntimeFixture()
+        _ = try feature(bridge)
+        bridge.commands.handle(CommandRulesTests.command("ON"))
+        let homie = bridge.broker.take().filter { $0.topic.hasPrefix("homie/") }
+        #expect(homie == [.init(topic: "homie/5/smarthome-1/kitchen/lights", payload: "true", retain: true)])
+    }
+
+    /// A sensor an upstream reports beyond the configured ones: the device is described again,
+    /// inside `init` … `ready`, once.
+    @Test func anExtraSensorRedescribesItsDeviceOnce() throws {
+        let bridge = RuntimeFixture()
+        _ = try feature(bridge)
+        let co2 = SensorKind.named("CO2 level")
+        bridge.controller.record([Reading(user: "1", room: "kitchen", sensor: co2, value: .text("410"))])
+        let homie = bridge.broker.take().filter { $0.topic.hasPrefix("homie/") }
+        #expect(homie.map(\.topic) == ["homie/5/smarthome-1/$state", "homie/5/smarthome-1/$description",
+                                       "homie/5/smarthome-1/$state", "homie/5/smarthome-1/kitchen/co2-level"])
+        #expect(homie.map(\.payload).first == "init")
+        #expect(homie.count == 4 && homie[2].payload == "ready")
+        #expect(homie.count == 4 && homie[1].payload.contains(#""co2-level":{"name":"CO2 level","datatype":"string"}"#))
+        bridge.controller.record([Reading(user: "1", room: "kitchen", sensor: co2, value: .text("420"))])
+        #expect(bridge.broker.take().filter { $0.topic.hasPrefix("homie/") }.map(\.topic)
+            == ["homie/5/smarthome-1/kitchen/co2-level"])
+    }
+}
