@@ -13,6 +13,8 @@ public struct HTTPRoutes: Sendable {
         public var mqttDropped: Int
         /// Device messages that gave no value, per bound sensor (README, "Connect your devices").
         public var devicePayloadErrors: [PayloadErrors]
+        /// Device messages dropped because they came faster than the bridge applies them.
+        public var deviceMessagesDropped: Int
 
         public struct PayloadErrors: Sendable, Equatable {
             public var user: String
@@ -29,8 +31,10 @@ public struct HTTPRoutes: Sendable {
         }
 
         public init(mqttConnected: Bool, mqttProblem: String?, broker: String, uptimeSeconds: Int,
-                    mqttQueued: Int = 0, mqttDropped: Int = 0, devicePayloadErrors: [PayloadErrors] = []) {
+                    mqttQueued: Int = 0, mqttDropped: Int = 0, devicePayloadErrors: [PayloadErrors] = [],
+                    deviceMessagesDropped: Int = 0) {
             self.devicePayloadErrors = devicePayloadErrors
+            self.deviceMessagesDropped = deviceMessagesDropped
             self.mqttConnected = mqttConnected
             self.mqttProblem = mqttProblem
             self.broker = broker
@@ -192,6 +196,9 @@ public struct HTTPRoutes: Sendable {
             "# HELP smarthome_rooms Configured rooms.",
             "# TYPE smarthome_rooms gauge",
             "smarthome_rooms \(rooms)",
+            "# HELP smarthome_device_messages_dropped_total Device messages dropped: they came faster than applied.",
+            "# TYPE smarthome_device_messages_dropped_total counter",
+            "smarthome_device_messages_dropped_total \(health.deviceMessagesDropped)",
             "# HELP smarthome_device_payload_errors_total Device messages that gave no value, per bound sensor.",
             "# TYPE smarthome_device_payload_errors_total counter",
         ]

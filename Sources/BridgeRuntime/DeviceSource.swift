@@ -61,6 +61,11 @@ final class DeviceSource: BridgeFeature, LightSwitch {
     private let source: BridgeConfiguration.Source
     private let state = Mutex(State())
     private let confirmations = AsyncAnswers<RoomKey, Bool>()
+    /// Device messages not yet applied: taken off the MQTT event loop at once and applied in
+    /// `run()`, which waits for the broker between batches, so a device flooding messages costs
+    /// bounded memory and the bridge's own publishing keeps pace (`DeviceInbox`).
+    private let inbox = DeviceInbox()
+    private let arrived = CoalescedSignal()
     private let started = Monotonic.now
     private let http: URLSession
 
@@ -168,9 +173,34 @@ final class DeviceSource: BridgeFeature, LightSwitch {
 
     // MARK: Messages
 
+    /// A device message, on the MQTT event loop: queued for `run()` (never blocks).
     func handle(_ message: MQTTMessage) {
         // An empty retained payload is a cleared topic, not a reading.
         guard !message.payload.isEmpty else { return }
+        let dropped = inbox.put(message)
+        if dropped == 1 || dropped % 10_000 == 0 {
+            logger.warning("a device sends faster than the bridge applies; its oldest waiting messages are dropped",
+                           ["topic": message.topic, "dropped_total": String(dropped)])
+        }
+        arrived.request()
+    }
+
+    /// Applies what arrived, after the broker has taken what the bridge published before.
+    private func drain() async {
+        for await _ in arrived.requests {
+            while !Task.isCancelled {
+                await broker.waitForBacklog(below: StatePublisher.backlogLimit)
+                let batch = inbox.take(max: 1_000)
+                if batch.isEmpty { break }
+                for message in batch { apply(message) }
+            }
+        }
+    }
+
+    /// Messages a full inbox dropped so far (for `/metrics`).
+    var droppedMessages: Int { inbox.dropped }
+
+    private func apply(_ message: MQTTMessage) {
         var entries = exactReads[message.topic] ?? []
         for (filter, matching) in wildcardReads where MQTTTopicFilter.matches(filter, topic: message.topic) {
             entries += matching
@@ -278,6 +308,7 @@ final class DeviceSource: BridgeFeature, LightSwitch {
                 group.addTask { await self.serve(ownBroker) }
             }
             group.addTask { await self.watchFreshness() }
+            group.addTask { await self.drain() }
             for (entry, binding) in httpSensors {
                 group.addTask { await self.poll(entry, binding) }
             }

@@ -76,7 +76,8 @@ enum HTTPFrontend {
                         mqttDropped: parts.broker.droppedMessages,
                         devicePayloadErrors: parts.devices?.payloadErrors.map {
                             HTTPRoutes.Health.PayloadErrors(user: $0.0.user, room: $0.0.room, sensor: $0.1, count: $0.2)
-                        } ?? []
+                        } ?? [],
+                        deviceMessagesDropped: parts.devices?.droppedMessages ?? 0
                     )
                 }
             )

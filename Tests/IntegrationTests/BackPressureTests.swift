@@ -15,7 +15,8 @@ struct BackPressureTests {
         let values = try await MQTTBridgeTests.collectRetained(port: broker.port)
         #expect(values["smarthome/bridge/state"] == "online")
         let discovery = try await TestSubscriber(broker: broker.port, subscribe: ["homeassistant/+/+/+/config"])
-        let allConfigs = await eventually(timeout: 5) { Set(discovery.messages.map(\.topic)).count == 1 + 16 * 4 }
+        // The connectivity sensor, 64 room entities, and per user an every-light light and 3 event entities.
+        let allConfigs = await eventually(timeout: 5) { Set(discovery.messages.map(\.topic)).count == 1 + 16 * 4 + 2 * 4 }
         #expect(allConfigs, "configs seen: \(Set(discovery.messages.map(\.topic)).count)")
         let health = try await HTTP.get(bridge.httpPort, "/healthz")
         let fields = try JSONSerialization.jsonObject(with: health.body) as? [String: Any] ?? [:]
