@@ -85,6 +85,14 @@ public struct BridgeConfiguration: Sendable {
         /// `nil`: the system's time zone.
         public var timezone: String? = nil
         public var grace = 600.0
+        /// Where alarms relative to the sun are computed (both or neither; README "Alarms").
+        public var latitude: Double? = nil
+        public var longitude: Double? = nil
+
+        public var location: GeoLocation? {
+            guard let latitude, let longitude else { return nil }
+            return GeoLocation(latitude: latitude, longitude: longitude)
+        }
     }
 
     public struct Log: Sendable {

@@ -1,3 +1,5 @@
+import Foundation
+
 /// The bridge's HTTP routes as functions of the request and the current state: the seed backend's
 /// routes (README "HTTP"), the authenticated API (README "The authenticated API (v1)") and `/healthz`.
 public struct HTTPRoutes: Sendable {
@@ -30,8 +32,10 @@ public struct HTTPRoutes: Sendable {
     public var switchLight: @Sendable (_ user: String, _ room: String, LightCommand) -> Result<Reading, CommandRejection>
     public var alarms: any AlarmRepository
     public var history: any HistoryRepository
-    /// Orders alarm lists by time of day in the scheduler's time zone.
+    /// Orders alarm lists by time of day in the scheduler's time zone and says when each fires next.
     public var schedule: AlarmSchedule
+    /// The clock alarms' `nextFire` is computed against.
+    public var now: @Sendable () -> Date = { Date() }
     public var openEvents: EventStreamOpener
     /// The dashboard's files (`GET /` and what it loads), when there are any.
     public var staticFiles: (@Sendable (_ path: String) -> HTTPResponse?)?

@@ -59,8 +59,7 @@ final class AlarmReplication: BridgeFeature {
                                ["topic": message.topic, "problem": problem.message])
                 return
             }
-            let alarm = Alarm(uuid: uuid, userID: userID, title: draft.title, fireDate: draft.fireDate,
-                              isEnabled: draft.isEnabled, repeats: draft.repeats, action: draft.action)
+            let alarm = draft.alarm(uuid: uuid, userID: userID)
             // Unchanged (our own change coming back, or a restart): leave what has been handled alone.
             if let current, current.json.serialized == alarm.json.serialized { return }
             if current == nil {

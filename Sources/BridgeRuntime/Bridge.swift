@@ -70,7 +70,7 @@ public final class Bridge: Sendable {
         let alarmStore = AlarmStore(database: database)
         let schedule = AlarmSchedule(
             timeZone: configuration.scheduler.timezone.flatMap(TimeZone.init(identifier:)) ?? .current,
-            grace: configuration.scheduler.grace)
+            grace: configuration.scheduler.grace, location: configuration.scheduler.location)
         let replication = clustered
             ? AlarmReplication(store: alarmStore, home: store, topics: topics, outbound: outbound, logger: logger) : nil
         var features: [any BridgeFeature] = [

@@ -77,5 +77,11 @@ public struct Migration: Sendable {
         ]),
         // The discovery configs the bridge announced (AnnouncedConfigStore).
         Migration(version: 4, statements: ["CREATE TABLE announced_configs (topic TEXT PRIMARY KEY)"]),
+        // Weekly alarms' days and alarms relative to the sun (README "Alarms").
+        Migration(version: 5, statements: [
+            "ALTER TABLE alarms ADD COLUMN days TEXT",
+            "ALTER TABLE alarms ADD COLUMN sun_event TEXT",
+            "ALTER TABLE alarms ADD COLUMN sun_offset REAL",
+        ]),
     ]
 }

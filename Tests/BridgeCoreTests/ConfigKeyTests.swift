@@ -64,6 +64,11 @@ import Testing
         "homeassistant.prefix": Sample(good: "ha", bad: "ha/#"),
         "scheduler.timezone": Sample(good: "Europe/Istanbul", bad: "Mars/Olympus_Mons"),
         "scheduler.grace": Sample(good: "15m", bad: "2d"),
+        // Either needs the other, so each is compared with the pair holding another place.
+        "scheduler.latitude": Sample(good: "41.01", needs: ["scheduler.longitude": "28.97", "scheduler.latitude": "10"],
+                                     bad: "91"),
+        "scheduler.longitude": Sample(good: "-28.97", needs: ["scheduler.latitude": "41.01", "scheduler.longitude": "10"],
+                                      bad: "east"),
         "log.level": Sample(good: "debug", bad: "loud"),
         "cluster.instances": Sample(good: "3", needs: ["cluster.secret": secret], bad: "0"),
         "cluster.index": Sample(good: "2", needs: ["cluster.instances": "3", "cluster.secret": secret], bad: "5000"),
