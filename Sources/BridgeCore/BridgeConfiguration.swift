@@ -95,6 +95,11 @@ public struct BridgeConfiguration: Sendable {
         }
     }
 
+    public struct Watchdogs: Sendable {
+        /// The most watchdogs one user may have (README "Watchdogs").
+        public var maxPerUser = 20
+    }
+
     public struct Log: Sendable {
         public enum Level: String, Sendable, CaseIterable, Comparable {
             case debug, info, warning, error
@@ -143,6 +148,7 @@ public struct BridgeConfiguration: Sendable {
     public var storage = Storage()
     public var homeAssistant = HomeAssistant()
     public var scheduler = Scheduler()
+    public var watchdogs = Watchdogs()
     public var log = Log()
     public var cluster = Cluster()
     public var users: [User] = []

@@ -23,6 +23,7 @@ extension ConfigKey {
         .duration("scheduler.grace", \.scheduler.grace, in: 0...86_400),
         .degrees("scheduler.latitude", \.scheduler.latitude, in: -90...90),
         .degrees("scheduler.longitude", \.scheduler.longitude, in: -180...180),
+        .int("watchdogs.max_per_user", \.watchdogs.maxPerUser, in: 0...10_000),
         .choice("log.level", \.log.level),
         .int("cluster.instances", \.cluster.instances, in: 1...1024),
         .int("cluster.index", \.cluster.index, in: 0...1023),

@@ -34,6 +34,9 @@ public struct HTTPRoutes: Sendable {
     public var history: any HistoryRepository
     /// Orders alarm lists by time of day in the scheduler's time zone and says when each fires next.
     public var schedule: AlarmSchedule
+    /// The user's watchdogs (`nil`: the routes answer 404), and how many one user may have.
+    public var watchdogs: (any WatchdogRepository)?
+    public var maxWatchdogsPerUser = 20
     /// The clock alarms' `nextFire` is computed against.
     public var now: @Sendable () -> Date = { Date() }
     public var openEvents: EventStreamOpener

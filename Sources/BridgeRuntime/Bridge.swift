@@ -64,13 +64,15 @@ public final class Bridge: Sendable {
         history = HistoryStore(database: database)
         let recorder = HistoryRecorder(store: history, retentionDays: configuration.storage.retentionDays, logger: logger)
         let events = EventHub()
-        for subscriber in [recorder, events, commands] as [any StateSubscriber] { bus.subscribe(subscriber) }
+        let observer = SensorObserver()
+        for subscriber in [recorder, events, commands, observer] as [any StateSubscriber] { bus.subscribe(subscriber) }
         let sessions = try SessionService(configuration: configuration, database: database, events: events,
                                           logger: logger)
         let alarmStore = AlarmStore(database: database)
         let schedule = AlarmSchedule(
             timeZone: configuration.scheduler.timezone.flatMap(TimeZone.init(identifier:)) ?? .current,
             grace: configuration.scheduler.grace, location: configuration.scheduler.location)
+        let watchdogStore = WatchdogStore(database: database)
         let replication = clustered
             ? AlarmReplication(store: alarmStore, home: store, topics: topics, outbound: outbound, logger: logger) : nil
         var features: [any BridgeFeature] = [
@@ -79,6 +81,8 @@ public final class Bridge: Sendable {
                                  store: store, publisher: publisher, outbound: outbound, router: router, logger: logger),
             AlarmScheduler(store: alarmStore, schedule: schedule, controller: controller, commands: commands,
                            replication: replication, logger: logger),
+            WatchdogMonitor(store: watchdogStore, rules: WatchdogRules(timeZone: schedule.calendar.timeZone),
+                            observer: observer, controller: controller, logger: logger),
         ]
         var mirrors: MirrorSubscriptions?
         var clusterHistory: ClusterHistory?
@@ -96,7 +100,8 @@ public final class Bridge: Sendable {
         http = HTTPFrontend.server(configuration: configuration, parts: HTTPFrontend.Parts(
             store: store, broker: mqtt, brokerAddress: brokerAddress, startedAt: startedAt, sessions: sessions,
             alarms: DatabaseAlarms(store: alarmStore, replication: replication),
-            history: clusterHistory ?? DatabaseHistory(store: history), schedule: schedule, events: events,
+            history: clusterHistory ?? DatabaseHistory(store: history), schedule: schedule,
+            watchdogs: DatabaseWatchdogs(store: watchdogStore), events: events,
             commands: commands, mirrors: mirrors, roomDocuments: publisher.roomDocuments), logger: logger)
     }
 

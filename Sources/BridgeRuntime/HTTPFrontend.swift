@@ -16,6 +16,7 @@ enum HTTPFrontend {
         var alarms: any AlarmRepository
         var history: any HistoryRepository
         var schedule: AlarmSchedule
+        var watchdogs: any WatchdogRepository
         var events: EventHub
         var commands: CommandService
         var mirrors: MirrorSubscriptions?
@@ -49,6 +50,8 @@ enum HTTPFrontend {
             routes.prepareUser = { user in mirrors.ensure(user: user) }
         }
         routes.roomDocuments = parts.roomDocuments
+        routes.watchdogs = parts.watchdogs
+        routes.maxWatchdogsPerUser = configuration.watchdogs.maxPerUser
         routes.reportFailure = { (request: HTTPRequest, error: any Error) in
             // The legacy login route carries a password in its path: never logged.
             let path = request.path.hasPrefix("/login/") ? "/login/…" : request.path

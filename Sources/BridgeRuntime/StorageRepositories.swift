@@ -29,6 +29,30 @@ struct DatabaseAlarms: AlarmRepository {
     }
 }
 
+/// The API's watchdog repository, backed by the database.
+struct DatabaseWatchdogs: WatchdogRepository {
+    let store: WatchdogStore
+
+    func watchdogs(userID: String) throws -> [(Watchdog, WatchdogState)] { try store.watchdogs(userID: userID) }
+    func watchdog(uuid: String, userID: String) throws -> (Watchdog, WatchdogState)? {
+        try store.watchdog(uuid: uuid, userID: userID)
+    }
+    func count(userID: String) throws -> Int { try store.count(userID: userID) }
+
+    func create(_ watchdog: Watchdog) throws -> WatchdogState {
+        let now = Date()
+        try store.insert(watchdog, now: now)
+        return WatchdogState(armedAt: now)
+    }
+
+    func update(_ watchdog: Watchdog) throws -> WatchdogState? {
+        let now = Date()
+        return try store.update(watchdog, now: now) ? WatchdogState(armedAt: now) : nil
+    }
+
+    func delete(uuid: String, userID: String) throws -> Bool { try store.delete(uuid: uuid, userID: userID) }
+}
+
 /// The API's history repository, backed by the database.
 struct DatabaseHistory: HistoryRepository {
     let store: HistoryStore

@@ -83,5 +83,28 @@ public struct Migration: Sendable {
             "ALTER TABLE alarms ADD COLUMN sun_event TEXT",
             "ALTER TABLE alarms ADD COLUMN sun_offset REAL",
         ]),
+        // Watchdogs with their episode's state, which survives restarts (README "Watchdogs").
+        Migration(version: 6, statements: [
+            """
+            CREATE TABLE watchdogs (
+                uuid TEXT PRIMARY KEY,
+                user_id TEXT NOT NULL,
+                title TEXT NOT NULL,
+                room TEXT NOT NULL,
+                sensor TEXT NOT NULL,
+                condition TEXT NOT NULL,
+                value REAL,
+                duration REAL NOT NULL,
+                quiet_from INTEGER,
+                quiet_to INTEGER,
+                is_enabled INTEGER NOT NULL,
+                phase TEXT NOT NULL,
+                fired_at REAL,
+                breach_since REAL,
+                armed_at REAL NOT NULL
+            )
+            """,
+            "CREATE INDEX watchdogs_by_user ON watchdogs (user_id)",
+        ]),
     ]
 }

@@ -69,6 +69,7 @@ import Testing
                                      bad: "91"),
         "scheduler.longitude": Sample(good: "-28.97", needs: ["scheduler.latitude": "41.01", "scheduler.longitude": "10"],
                                       bad: "east"),
+        "watchdogs.max_per_user": Sample(good: "3", bad: "-1"),
         "log.level": Sample(good: "debug", bad: "loud"),
         "cluster.instances": Sample(good: "3", needs: ["cluster.secret": secret], bad: "0"),
         "cluster.index": Sample(good: "2", needs: ["cluster.instances": "3", "cluster.secret": secret], bad: "5000"),
