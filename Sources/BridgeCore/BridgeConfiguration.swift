@@ -100,6 +100,23 @@ public struct BridgeConfiguration: Sendable {
         public var maxPerUser = 20
     }
 
+    /// How notifications are delivered (README "Notifications").
+    public struct Notify: Sendable {
+        /// Tries per delivery, the first included.
+        public var attempts = 4
+        /// The wait before the first retry, doubling up to `maxBackoff`.
+        public var backoff = 2.0
+        public var maxBackoff = 60.0
+        /// How long one request may take.
+        public var timeout = 5.0
+        /// Deliveries waiting; past this, new ones are dropped (and counted).
+        public var maxQueued = 256
+        /// Deliveries in flight at once.
+        public var concurrency = 4
+
+        public var retry: DeliveryRetry { DeliveryRetry(attempts: attempts, initial: backoff, maximum: maxBackoff) }
+    }
+
     public struct Log: Sendable {
         public enum Level: String, Sendable, CaseIterable, Comparable {
             case debug, info, warning, error
@@ -149,6 +166,7 @@ public struct BridgeConfiguration: Sendable {
     public var homeAssistant = HomeAssistant()
     public var scheduler = Scheduler()
     public var watchdogs = Watchdogs()
+    public var notify = Notify()
     public var log = Log()
     public var cluster = Cluster()
     public var users: [User] = []

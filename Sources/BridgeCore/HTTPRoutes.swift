@@ -13,9 +13,12 @@ public struct HTTPRoutes: Sendable {
         /// Messages waiting for the broker, and dropped because that queue was full (since start).
         public var mqttQueued: Int
         public var mqttDropped: Int
+        /// Notification deliveries since start (README "Notifications").
+        public var notifications = NotificationCounts()
 
         public init(mqttConnected: Bool, mqttProblem: String?, broker: String, uptimeSeconds: Int,
-                    mqttQueued: Int = 0, mqttDropped: Int = 0) {
+                    mqttQueued: Int = 0, mqttDropped: Int = 0, notifications: NotificationCounts = NotificationCounts()) {
+            self.notifications = notifications
             self.mqttConnected = mqttConnected
             self.mqttProblem = mqttProblem
             self.broker = broker
@@ -23,6 +26,16 @@ public struct HTTPRoutes: Sendable {
             self.mqttQueued = mqttQueued
             self.mqttDropped = mqttDropped
         }
+    }
+
+    /// Notification deliveries, for `/metrics`.
+    public struct NotificationCounts: Sendable, Equatable {
+        public var sent = 0
+        public var failed = 0
+        public var retried = 0
+        public var dropped = 0
+
+        public init() {}
     }
 
     public var legacyRoutes: Bool
@@ -153,6 +166,18 @@ public struct HTTPRoutes: Sendable {
             "# HELP smarthome_uptime_seconds Seconds since the bridge started.",
             "# TYPE smarthome_uptime_seconds gauge",
             "smarthome_uptime_seconds \(health.uptimeSeconds)",
+            "# HELP smarthome_notifications_sent_total Notifications delivered (a 2xx answer).",
+            "# TYPE smarthome_notifications_sent_total counter",
+            "smarthome_notifications_sent_total \(health.notifications.sent)",
+            "# HELP smarthome_notifications_failed_total Notifications given up after notify.attempts tries.",
+            "# TYPE smarthome_notifications_failed_total counter",
+            "smarthome_notifications_failed_total \(health.notifications.failed)",
+            "# HELP smarthome_notifications_retries_total Failed tries that were retried.",
+            "# TYPE smarthome_notifications_retries_total counter",
+            "smarthome_notifications_retries_total \(health.notifications.retried)",
+            "# HELP smarthome_notifications_dropped_total Notifications dropped because notify.max_queued were waiting.",
+            "# TYPE smarthome_notifications_dropped_total counter",
+            "smarthome_notifications_dropped_total \(health.notifications.dropped)",
             "# HELP smarthome_users Configured users.",
             "# TYPE smarthome_users gauge",
             "smarthome_users \(home.users.count)",

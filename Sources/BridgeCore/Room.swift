@@ -29,12 +29,15 @@ public struct User: Sendable, Equatable {
     /// An argon2id hash in libsodium's string format; never the password itself.
     public var passwordHash: String
     public var rooms: [Room]
+    /// Where the user's notifications go (`users[].notify`, README "Notifications").
+    public var notify: [NotifyTarget]
 
-    public init(id: String, username: String, passwordHash: String, rooms: [Room]) {
+    public init(id: String, username: String, passwordHash: String, rooms: [Room], notify: [NotifyTarget] = []) {
         self.id = id
         self.username = username
         self.passwordHash = passwordHash
         self.rooms = rooms
+        self.notify = notify
     }
 
     /// Finds one of the user's rooms by id or display name, in any case.

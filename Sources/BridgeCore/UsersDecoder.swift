@@ -48,7 +48,7 @@ enum UsersDecoder {
         return users
     }
 
-    private static func members(
+    static func members(
         of node: ConfigNode, path: String, allowed: [String], issues: inout [ConfigIssue]
     ) -> [String: ConfigNode]? {
         guard case .mapping(let pairs, _) = node else {
@@ -69,7 +69,7 @@ enum UsersDecoder {
         return result
     }
 
-    private static func text(_ node: ConfigNode?, path: String, parentLine: Int, issues: inout [ConfigIssue]) -> String? {
+    static func text(_ node: ConfigNode?, path: String, parentLine: Int, issues: inout [ConfigIssue]) -> String? {
         switch node {
         case .scalar(let value, _, let line)?:
             if value.isEmpty {
@@ -104,7 +104,7 @@ enum UsersDecoder {
     private static func decodeUser(_ node: ConfigNode, path: String, issues: inout [ConfigIssue])
         -> (user: User?, id: String?, username: String?)
     {
-        guard let fields = members(of: node, path: path, allowed: ["id", "username", "password_hash", "rooms"],
+        guard let fields = members(of: node, path: path, allowed: ["id", "username", "password_hash", "rooms", "notify"],
                                    issues: &issues) else { return (nil, nil, nil) }
         let before = issues.count
         let id = text(fields["id"], path: "\(path).id", parentLine: node.line, issues: &issues)
@@ -118,8 +118,9 @@ enum UsersDecoder {
                                       line: fields["password_hash"]?.line ?? 0))
         }
         let rooms = decodeRooms(fields["rooms"], path: "\(path).rooms", parentLine: node.line, issues: &issues)
+        let notify = fields["notify"].map { decodeNotify($0, path: "\(path).notify", issues: &issues) } ?? []
         guard issues.count == before, let id, let username, let hash else { return (nil, id, username) }
-        return (User(id: id, username: username, passwordHash: hash, rooms: rooms), id, username)
+        return (User(id: id, username: username, passwordHash: hash, rooms: rooms, notify: notify), id, username)
     }
 
     private static func decodeRooms(_ node: ConfigNode?, path: String, parentLine: Int,

@@ -65,7 +65,11 @@ public final class Bridge: Sendable {
         let recorder = HistoryRecorder(store: history, retentionDays: configuration.storage.retentionDays, logger: logger)
         let events = EventHub()
         let observer = SensorObserver()
-        for subscriber in [recorder, events, commands, observer] as [any StateSubscriber] { bus.subscribe(subscriber) }
+        // Only this instance's users: another instance notifies for its own.
+        let notifier = Notifier(users: configuration.owned.users, settings: configuration.notify, logger: logger)
+        for subscriber in [recorder, events, commands, observer, notifier] as [any StateSubscriber] {
+            bus.subscribe(subscriber)
+        }
         let sessions = try SessionService(configuration: configuration, database: database, events: events,
                                           logger: logger)
         let alarmStore = AlarmStore(database: database)
@@ -83,6 +87,7 @@ public final class Bridge: Sendable {
                            replication: replication, logger: logger),
             WatchdogMonitor(store: watchdogStore, rules: WatchdogRules(timeZone: schedule.calendar.timeZone),
                             observer: observer, controller: controller, logger: logger),
+            notifier,
         ]
         var mirrors: MirrorSubscriptions?
         var clusterHistory: ClusterHistory?
@@ -101,7 +106,7 @@ public final class Bridge: Sendable {
             store: store, broker: mqtt, brokerAddress: brokerAddress, startedAt: startedAt, sessions: sessions,
             alarms: DatabaseAlarms(store: alarmStore, replication: replication),
             history: clusterHistory ?? DatabaseHistory(store: history), schedule: schedule,
-            watchdogs: DatabaseWatchdogs(store: watchdogStore), events: events,
+            watchdogs: DatabaseWatchdogs(store: watchdogStore), notifier: notifier, events: events,
             commands: commands, mirrors: mirrors, roomDocuments: publisher.roomDocuments), logger: logger)
     }
 

@@ -17,6 +17,7 @@ enum HTTPFrontend {
         var history: any HistoryRepository
         var schedule: AlarmSchedule
         var watchdogs: any WatchdogRepository
+        var notifier: Notifier
         var events: EventHub
         var commands: CommandService
         var mirrors: MirrorSubscriptions?
@@ -69,7 +70,8 @@ enum HTTPFrontend {
                         broker: parts.brokerAddress,
                         uptimeSeconds: Int(Date().timeIntervalSince(parts.startedAt)),
                         mqttQueued: parts.broker.queuedMessages,
-                        mqttDropped: parts.broker.droppedMessages
+                        mqttDropped: parts.broker.droppedMessages,
+                        notifications: parts.notifier.snapshot
                     )
                 }
             )
