@@ -1,0 +1,283 @@
+// Watchdogs (README "Watchdogs"): list, create, edit, toggle, delete, and the events the stream
+// brought since the page was opened (fired, recovered, alarms, gas). Like the alarms page, the form
+// sends what was typed; the bridge validates, and its message is shown as it is.
+
+import * as API from '../api.js';
+import * as store from '../store.js';
+import { h, icon } from '../dom.js';
+
+const CONDITIONS = {
+  unchanged: 'no change', silent: 'no reading at all', above: 'above', below: 'below',
+};
+const SENSORS = ['movement', 'temperature', 'humidity', 'lights', 'gas'];
+const clock = new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23' });
+
+function describe(watchdog, roomName) {
+  const what = watchdog.condition === 'above' || watchdog.condition === 'below'
+    ? `${CONDITIONS[watchdog.condition]} ${watchdog.value}` : CONDITIONS[watchdog.condition] ?? watchdog.condition;
+  const parts = [`${roomName(watchdog.room)} ${watchdog.sensor}: ${what} for ${watchdog.for}`];
+  if (watchdog.quiet) parts.push(`quiet ${watchdog.quiet.from}–${watchdog.quiet.to}`);
+  return parts.join(' · ');
+}
+
+/** One line of the event history, as text. */
+export function historyText(type, data, roomName) {
+  switch (type) {
+    case 'watchdog':
+      return data.state === 'recovered' ? `“${data.title}” recovered` : `“${data.title}” fired: ${roomName(data.room)} ${data.sensor}`;
+    case 'alarm': return `Alarm “${data.title}” went off`;
+    case 'gas': return data.state === 'ON' ? `Gas detected in ${roomName(data.room)}` : `No more gas in ${roomName(data.room)}`;
+    default: return type;
+  }
+}
+
+export function render(main, _route, app) {
+  document.title = 'Watchdogs · SmartHome';
+  const controller = new AbortController();
+  let watchdogs = [];
+  let editing = null;
+  let confirming = null;
+
+  const list = h('ul', { class: 'alarm-list', id: 'watchdog-list', 'aria-busy': 'true' });
+  const empty = h('p', { class: 'empty', id: 'watchdog-empty', hidden: true }, 'No watchdogs yet. Add one with the form.');
+  const announce = h('p', { class: 'summary', id: 'watchdog-status', role: 'status' });
+  const listError = h('p', { class: 'form-error', role: 'alert' });
+  const history = h('ol', { class: 'event-history', id: 'event-history' });
+  const historyEmpty = h('p', { class: 'empty', id: 'event-history-empty' }, 'Nothing yet: events appear here as they happen.');
+
+  // ---- the form ----
+  const title = h('input', { id: 'watchdog-title', name: 'title', type: 'text', autocomplete: 'off', 'aria-describedby': 'watchdog-error' });
+  const room = h('select', { id: 'watchdog-room', name: 'room' });
+  const sensor = h('select', { id: 'watchdog-sensor', name: 'sensor' }, ...SENSORS.map((id) => h('option', { value: id }, id)));
+  const condition = h('select', { id: 'watchdog-condition', name: 'condition' },
+    ...Object.entries(CONDITIONS).map(([value, text]) => h('option', { value }, text)));
+  const value = h('input', { id: 'watchdog-value', name: 'value', type: 'text', inputmode: 'decimal', autocomplete: 'off', disabled: true });
+  const duration = h('input', {
+    id: 'watchdog-for', name: 'for', type: 'text', autocomplete: 'off', placeholder: '12h',
+    'aria-describedby': 'watchdog-for-hint watchdog-error',
+  });
+  const quietFrom = h('input', { id: 'watchdog-quiet-from', name: 'quietFrom', type: 'text', autocomplete: 'off', placeholder: '22:00' });
+  const quietTo = h('input', { id: 'watchdog-quiet-to', name: 'quietTo', type: 'text', autocomplete: 'off', placeholder: '07:00' });
+  const enabled = h('input', { id: 'watchdog-enabled', name: 'enabled', type: 'checkbox', checked: true });
+  const error = h('p', { class: 'form-error', id: 'watchdog-error', role: 'alert' });
+  const submit = h('button', { type: 'submit', class: 'button button-primary', id: 'watchdog-submit' }, 'Add watchdog');
+  const cancel = h('button', { type: 'button', class: 'button', id: 'watchdog-cancel', hidden: true }, 'Cancel');
+  const formTitle = h('h2', { id: 'watchdog-form-title' }, 'New watchdog');
+  const form = h('form', { class: 'alarm-form', id: 'watchdog-form', novalidate: true, 'aria-labelledby': 'watchdog-form-title' },
+    formTitle,
+    h('div', { class: 'field' }, h('label', { for: 'watchdog-title' }, 'Title'), title),
+    h('div', { class: 'field-row' },
+      h('div', { class: 'field' }, h('label', { for: 'watchdog-room' }, 'Room'), room),
+      h('div', { class: 'field' }, h('label', { for: 'watchdog-sensor' }, 'Sensor'), sensor)),
+    h('div', { class: 'field-row' },
+      h('div', { class: 'field' }, h('label', { for: 'watchdog-condition' }, 'When it shows'), condition),
+      h('div', { class: 'field' }, h('label', { for: 'watchdog-value' }, 'Value'), value)),
+    h('div', { class: 'field' }, h('label', { for: 'watchdog-for' }, 'For'), duration,
+      h('small', { id: 'watchdog-for-hint', class: 'hint' }, 'e.g. 30m, 12h, 2d')),
+    h('div', { class: 'field-row' },
+      h('div', { class: 'field' }, h('label', { for: 'watchdog-quiet-from' }, 'Quiet from'), quietFrom),
+      h('div', { class: 'field' }, h('label', { for: 'watchdog-quiet-to' }, 'Quiet until'), quietTo)),
+    h('div', { class: 'field field-check' }, enabled, h('label', { for: 'watchdog-enabled' }, 'Enabled')),
+    error,
+    h('div', { class: 'actions' }, submit, cancel));
+
+  const needsValue = () => { value.disabled = condition.value !== 'above' && condition.value !== 'below'; };
+  condition.addEventListener('change', needsValue);
+
+  function resetForm() {
+    editing = null;
+    form.reset();
+    duration.value = '12h';
+    enabled.checked = true;
+    needsValue();
+    formTitle.textContent = 'New watchdog';
+    submit.textContent = 'Add watchdog';
+    cancel.hidden = true;
+    error.textContent = '';
+  }
+
+  function edit(watchdog) {
+    editing = watchdog;
+    title.value = watchdog.title;
+    room.value = watchdog.room;
+    sensor.value = watchdog.sensor;
+    condition.value = watchdog.condition;
+    value.value = watchdog.value ?? '';
+    duration.value = watchdog.for;
+    quietFrom.value = watchdog.quiet?.from ?? '';
+    quietTo.value = watchdog.quiet?.to ?? '';
+    enabled.checked = watchdog.isEnabled;
+    needsValue();
+    formTitle.textContent = `Edit “${watchdog.title}”`;
+    submit.textContent = 'Save watchdog';
+    cancel.hidden = false;
+    error.textContent = '';
+    form.scrollIntoView({ block: 'nearest' });
+    title.focus();
+  }
+
+  cancel.addEventListener('click', () => {
+    const uuid = editing?.uuid;
+    resetForm();
+    list.querySelector(`[data-uuid="${uuid}"] .watchdog-edit`)?.focus();
+  });
+
+  let saving = false;
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    if (saving) return;
+    const body = {
+      title: title.value, room: room.value, sensor: sensor.value, condition: condition.value,
+      for: duration.value, isEnabled: enabled.checked,
+    };
+    // A number when it reads as one; otherwise as typed, so the bridge's message says what is wrong.
+    if (!value.disabled) body.value = value.value.trim() !== '' && Number.isFinite(Number(value.value)) ? Number(value.value) : value.value;
+    if (quietFrom.value.trim() || quietTo.value.trim()) body.quiet = { from: quietFrom.value.trim(), to: quietTo.value.trim() };
+    saving = true;
+    submit.setAttribute('aria-disabled', 'true');
+    error.textContent = '';
+    try {
+      const saved = editing ? await API.updateWatchdog(editing.uuid, body) : await API.createWatchdog(body);
+      announce.textContent = editing ? `Saved “${saved.title}”.` : `Added “${saved.title}”.`;
+      resetForm();
+      await reload();
+      list.querySelector(`[data-uuid="${saved.uuid}"]`)?.classList.add('is-new');
+    } catch (problem) {
+      error.textContent = problem.message;
+      const field = /field "([^".]+)/.exec(problem.message)?.[1];
+      ({ title, room, sensor, condition, value, for: duration, quiet: quietFrom, isEnabled: enabled })[field]?.focus();
+    } finally {
+      saving = false;
+      submit.removeAttribute('aria-disabled');
+    }
+  });
+
+  // ---- the list ----
+  const roomName = (id) => store.findRoom(id)?.name ?? id;
+
+  function row(watchdog) {
+    const toggle = h('button', {
+      type: 'button', role: 'switch', class: 'switch watchdog-toggle', 'aria-checked': String(watchdog.isEnabled),
+      'aria-label': `${watchdog.title} enabled`,
+    }, h('span', { class: 'switch-track', 'aria-hidden': 'true' }, h('span', { class: 'switch-thumb' })),
+    h('span', { class: 'switch-text', 'aria-hidden': 'true' }, watchdog.isEnabled ? 'On' : 'Off'));
+    toggle.addEventListener('click', () => flip(watchdog, toggle));
+    const editButton = h('button', { type: 'button', class: 'button button-quiet watchdog-edit', 'aria-label': `Edit ${watchdog.title}` }, 'Edit');
+    editButton.addEventListener('click', () => edit(watchdog));
+    const deleteButton = h('button', { type: 'button', class: 'button button-quiet button-danger watchdog-delete', 'aria-label': `Delete ${watchdog.title}` }, 'Delete');
+    deleteButton.addEventListener('click', () => {
+      confirming = watchdog.uuid;
+      paint();
+      list.querySelector(`[data-uuid="${watchdog.uuid}"] .watchdog-confirm`)?.focus();
+    });
+    const fired = watchdog.state === 'fired';
+    const item = h('li', { class: 'alarm watchdog', 'data-uuid': watchdog.uuid, 'data-enabled': String(watchdog.isEnabled),
+      'data-state': watchdog.state },
+    icon(SENSORS.includes(watchdog.sensor) ? watchdog.sensor : 'sensor', { size: 36, className: 'icon alarm-icon' }),
+    h('div', { class: 'alarm-main' },
+      h('span', { class: `watchdog-state${fired ? ' is-fired' : ''}` }, fired ? 'Fired' : 'Watching'),
+      h('span', { class: 'alarm-title' }, watchdog.title),
+      h('span', { class: 'alarm-meta' }, describe(watchdog, roomName))),
+    toggle);
+    if (confirming === watchdog.uuid) {
+      const yes = h('button', { type: 'button', class: 'button button-danger watchdog-confirm' }, 'Delete');
+      const no = h('button', { type: 'button', class: 'button watchdog-keep' }, 'Keep');
+      yes.addEventListener('click', () => remove(watchdog));
+      no.addEventListener('click', () => {
+        confirming = null;
+        paint();
+        list.querySelector(`[data-uuid="${watchdog.uuid}"] .watchdog-delete`)?.focus();
+      });
+      item.append(h('div', { class: 'alarm-actions alarm-confirming', role: 'group', 'aria-label': `Delete ${watchdog.title}?` },
+        h('span', {}, 'Delete this watchdog?'), yes, no));
+    } else {
+      item.append(h('div', { class: 'alarm-actions' }, editButton, deleteButton));
+    }
+    return item;
+  }
+
+  function paint() {
+    list.replaceChildren(...watchdogs.map(row));
+    empty.hidden = watchdogs.length > 0;
+    list.setAttribute('aria-busy', 'false');
+  }
+
+  function paintHistory() {
+    history.replaceChildren(...app.history.slice().reverse().map((entry) =>
+      h('li', { class: 'event', 'data-type': entry.type, 'data-state': entry.data.state ?? '' },
+        h('time', { datetime: entry.at.toISOString() }, clock.format(entry.at)), ' ',
+        h('span', {}, historyText(entry.type, entry.data, roomName)))));
+    historyEmpty.hidden = app.history.length > 0;
+  }
+
+  async function reload() {
+    try {
+      const answer = await API.watchdogs();
+      watchdogs = answer.watchdogs ?? [];
+      listError.textContent = '';
+      paint();
+    } catch (problem) {
+      if (problem.name !== 'AbortError') listError.textContent = problem.message;
+    }
+  }
+
+  async function flip(watchdog, toggle) {
+    if (toggle.getAttribute('aria-busy') === 'true') return;
+    toggle.setAttribute('aria-busy', 'true');
+    try {
+      const updated = await API.toggleWatchdog(watchdog.uuid);
+      watchdogs = watchdogs.map((candidate) => (candidate.uuid === updated.uuid ? updated : candidate));
+      announce.textContent = `“${updated.title}” is ${updated.isEnabled ? 'on' : 'off'}.`;
+      paint();
+      list.querySelector(`[data-uuid="${updated.uuid}"] .watchdog-toggle`)?.focus();
+    } catch (problem) {
+      toggle.removeAttribute('aria-busy');
+      listError.textContent = problem.message;
+    }
+  }
+
+  async function remove(watchdog) {
+    try {
+      await API.deleteWatchdog(watchdog.uuid);
+      announce.textContent = `Deleted “${watchdog.title}”.`;
+      if (editing?.uuid === watchdog.uuid) resetForm();
+      confirming = null;
+      await reload();
+      main.querySelector('#watchdogs-title')?.focus();
+    } catch (problem) {
+      listError.textContent = problem.message;
+    }
+  }
+
+  main.append(
+    h('div', { class: 'page-head' }, h('h1', { id: 'watchdogs-title', tabindex: '-1' }, 'Watchdogs')),
+    h('div', { class: 'alarms-layout' },
+      h('section', { class: 'alarm-column', 'aria-labelledby': 'watchdogs-title' }, announce, listError, list, empty,
+        h('h2', { id: 'event-history-title' }, 'Recent events'), historyEmpty, history),
+      h('section', { class: 'form-column' }, form)));
+  resetForm();
+  paintHistory();
+
+  // A watchdog that fires or recovers changes its state: reload the list; every event extends the history.
+  const onEvent = (event) => {
+    paintHistory();
+    if (event.detail?.type === 'watchdog') reload();
+  };
+  app.events.addEventListener('history', onEvent);
+
+  (async () => {
+    try {
+      const rooms = await store.loadRooms();
+      if (controller.signal.aborted) return;
+      room.append(...rooms.map((candidate) => h('option', { value: candidate.id }, candidate.name)));
+    } catch {
+      // Without the rooms the menu stays empty and the bridge says "field room must name one of your rooms".
+    }
+    await reload();
+  })();
+
+  return () => {
+    controller.abort();
+    app.events.removeEventListener('history', onEvent);
+  };
+}
