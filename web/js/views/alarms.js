@@ -4,6 +4,7 @@
 import * as API from '../api.js';
 import * as store from '../store.js';
 import { h, icon } from '../dom.js';
+import { editableList } from './editable-list.js';
 
 const timeOfDay = new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-digit', hourCycle: 'h23' });
 const day = new Intl.DateTimeFormat(undefined, { weekday: 'short', day: 'numeric', month: 'short', year: 'numeric' });
@@ -56,14 +57,7 @@ function describe(alarm, roomName) {
 export function render(main, _route, app) {
   document.title = 'Alarms · SmartHome';
   const controller = new AbortController();
-  let alarms = [];
   let editing = null;     // the alarm being edited, or null when the form creates one
-  let confirming = null;  // the uuid whose delete waits for confirmation
-
-  const list = h('ul', { class: 'alarm-list', id: 'alarm-list', 'aria-busy': 'true' });
-  const empty = h('p', { class: 'empty', id: 'alarm-empty', hidden: true }, 'No alarms yet. Add one with the form.');
-  const announce = h('p', { class: 'summary', id: 'alarm-status', role: 'status' });
-  const listError = h('p', { class: 'form-error', role: 'alert' });
 
   // ---- the form ----
   const title = h('input', { id: 'alarm-title', name: 'title', type: 'text', autocomplete: 'off', 'aria-describedby': 'alarm-error' });
@@ -136,7 +130,7 @@ export function render(main, _route, app) {
   cancel.addEventListener('click', () => {
     const uuid = editing?.uuid;
     resetForm();
-    list.querySelector(`[data-uuid="${uuid}"] .alarm-edit`)?.focus();
+    items.focus(uuid, 'edit');
   });
 
   let saving = false;
@@ -155,10 +149,10 @@ export function render(main, _route, app) {
     error.textContent = '';
     try {
       const saved = editing ? await API.updateAlarm(editing.uuid, body) : await API.createAlarm(body);
-      announce.textContent = editing ? `Saved “${saved.title}”.` : `Added “${saved.title}”.`;
+      items.announce.textContent = editing ? `Saved “${saved.title}”.` : `Added “${saved.title}”.`;
       resetForm();
-      await reload();
-      list.querySelector(`[data-uuid="${saved.uuid}"]`)?.classList.add('is-new');
+      await items.reload();
+      items.highlight(saved.uuid);
     } catch (problem) {
       error.textContent = problem.message;
       // Put the cursor where the problem is: the API names the field.
@@ -177,100 +171,28 @@ export function render(main, _route, app) {
     return store.findRoom(id)?.name ?? id;
   }
 
-  function row(alarm) {
-    const when = new Date(alarm.fireDate);
-    const toggle = h('button', {
-      type: 'button', role: 'switch', class: 'switch alarm-toggle', 'aria-checked': String(alarm.isEnabled),
-      'aria-label': `${alarm.title} enabled`,
-    }, h('span', { class: 'switch-track', 'aria-hidden': 'true' }, h('span', { class: 'switch-thumb' })),
-    h('span', { class: 'switch-text', 'aria-hidden': 'true' }, alarm.isEnabled ? 'On' : 'Off'));
-    toggle.addEventListener('click', () => flip(alarm, toggle));
-    const editButton = h('button', { type: 'button', class: 'button button-quiet alarm-edit', 'aria-label': `Edit ${alarm.title}` }, 'Edit');
-    editButton.addEventListener('click', () => edit(alarm));
-    const deleteButton = h('button', { type: 'button', class: 'button button-quiet button-danger alarm-delete', 'aria-label': `Delete ${alarm.title}` }, 'Delete');
-    deleteButton.addEventListener('click', () => {
-      confirming = alarm.uuid;
-      paint();
-      list.querySelector(`[data-uuid="${alarm.uuid}"] .alarm-confirm`)?.focus();
-    });
-
-    const item = h('li', { class: 'alarm', 'data-uuid': alarm.uuid, 'data-enabled': String(alarm.isEnabled) },
-      icon('alarm', { size: 36, className: 'icon alarm-icon' }),
+  const items = editableList({
+    prefix: 'alarm', noun: 'alarm',
+    load: async () => (await API.alarms()).alarms ?? [],
+    toggle: API.toggleAlarm, remove: API.deleteAlarm,
+    content: (alarm) => [icon('alarm', { size: 36, className: 'icon alarm-icon' }),
       h('div', { class: 'alarm-main' },
-        h('span', { class: 'alarm-time' }, timeOfDay.format(when)),
+        h('span', { class: 'alarm-time' }, timeOfDay.format(new Date(alarm.fireDate))),
         h('span', { class: 'alarm-title' }, alarm.title),
-        h('span', { class: 'alarm-meta' }, describe(alarm, roomName))),
-      toggle);
-    if (confirming === alarm.uuid) {
-      const yes = h('button', { type: 'button', class: 'button button-danger alarm-confirm' }, 'Delete');
-      const no = h('button', { type: 'button', class: 'button alarm-keep' }, 'Keep');
-      yes.addEventListener('click', () => remove(alarm));
-      no.addEventListener('click', () => {
-        confirming = null;
-        paint();
-        list.querySelector(`[data-uuid="${alarm.uuid}"] .alarm-delete`)?.focus();
-      });
-      item.append(h('div', { class: 'alarm-actions alarm-confirming', role: 'group', 'aria-label': `Delete ${alarm.title}?` },
-        h('span', {}, 'Delete this alarm?'), yes, no));
-    } else {
-      item.append(h('div', { class: 'alarm-actions' }, editButton, deleteButton));
-    }
-    return item;
-  }
-
-  function paint() {
-    list.replaceChildren(...alarms.map(row));
-    empty.hidden = alarms.length > 0;
-    list.setAttribute('aria-busy', 'false');
-  }
-
-  async function reload() {
-    try {
-      const answer = await API.alarms();
-      alarms = answer.alarms ?? [];
-      listError.textContent = '';
-      paint();
-    } catch (problem) {
-      if (problem.name !== 'AbortError') listError.textContent = problem.message;
-    }
-  }
-
-  async function flip(alarm, toggle) {
-    if (toggle.getAttribute('aria-busy') === 'true') return;
-    toggle.setAttribute('aria-busy', 'true');
-    try {
-      const updated = await API.toggleAlarm(alarm.uuid);
-      alarms = alarms.map((candidate) => (candidate.uuid === updated.uuid ? updated : candidate));
-      announce.textContent = `“${updated.title}” is ${updated.isEnabled ? 'on' : 'off'}.`;
-      paint();
-      list.querySelector(`[data-uuid="${updated.uuid}"] .alarm-toggle`)?.focus();
-    } catch (problem) {
-      toggle.removeAttribute('aria-busy');
-      listError.textContent = problem.message;
-    }
-  }
-
-  async function remove(alarm) {
-    try {
-      await API.deleteAlarm(alarm.uuid);
-      announce.textContent = `Deleted “${alarm.title}”.`;
-      if (editing?.uuid === alarm.uuid) resetForm();
-      confirming = null;
-      await reload();
-      main.querySelector('#alarms-title')?.focus();
-    } catch (problem) {
-      listError.textContent = problem.message;
-    }
-  }
+        h('span', { class: 'alarm-meta' }, describe(alarm, roomName)))],
+    onEdit: edit,
+    onRemoved: (alarm) => { if (editing?.uuid === alarm.uuid) resetForm(); },
+    heading: () => main.querySelector('#alarms-title'),
+  });
 
   main.append(
     h('div', { class: 'page-head' }, h('h1', { id: 'alarms-title', tabindex: '-1' }, 'Alarms')),
     h('div', { class: 'alarms-layout' },
-      h('section', { class: 'alarm-column', 'aria-labelledby': 'alarms-title' }, announce, listError, list, empty),
+      h('section', { class: 'alarm-column', 'aria-labelledby': 'alarms-title' }, ...items.elements),
       h('section', { class: 'form-column' }, form)));
   resetForm();
 
-  const onAlarm = () => reload();
+  const onAlarm = () => items.reload();
   app.events.addEventListener('alarm', onAlarm);
 
   (async () => {
@@ -281,7 +203,7 @@ export function render(main, _route, app) {
     } catch {
       // The list of rooms only fills the action menu; the alarms still work without it.
     }
-    await reload();
+    await items.reload();
   })();
 
   return () => {

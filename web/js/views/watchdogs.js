@@ -5,6 +5,7 @@
 import * as API from '../api.js';
 import * as store from '../store.js';
 import { h, icon } from '../dom.js';
+import { editableList } from './editable-list.js';
 
 const CONDITIONS = {
   unchanged: 'no change', silent: 'no reading at all', above: 'above', below: 'below',
@@ -34,14 +35,7 @@ export function historyText(type, data, roomName) {
 export function render(main, _route, app) {
   document.title = 'Watchdogs · SmartHome';
   const controller = new AbortController();
-  let watchdogs = [];
   let editing = null;
-  let confirming = null;
-
-  const list = h('ul', { class: 'alarm-list', id: 'watchdog-list', 'aria-busy': 'true' });
-  const empty = h('p', { class: 'empty', id: 'watchdog-empty', hidden: true }, 'No watchdogs yet. Add one with the form.');
-  const announce = h('p', { class: 'summary', id: 'watchdog-status', role: 'status' });
-  const listError = h('p', { class: 'form-error', role: 'alert' });
   const history = h('ol', { class: 'event-history', id: 'event-history' });
   const historyEmpty = h('p', { class: 'empty', id: 'event-history-empty' }, 'Nothing yet: events appear here as they happen.');
 
@@ -119,7 +113,7 @@ export function render(main, _route, app) {
   cancel.addEventListener('click', () => {
     const uuid = editing?.uuid;
     resetForm();
-    list.querySelector(`[data-uuid="${uuid}"] .watchdog-edit`)?.focus();
+    items.focus(uuid, 'edit');
   });
 
   let saving = false;
@@ -138,10 +132,10 @@ export function render(main, _route, app) {
     error.textContent = '';
     try {
       const saved = editing ? await API.updateWatchdog(editing.uuid, body) : await API.createWatchdog(body);
-      announce.textContent = editing ? `Saved “${saved.title}”.` : `Added “${saved.title}”.`;
+      items.announce.textContent = editing ? `Saved “${saved.title}”.` : `Added “${saved.title}”.`;
       resetForm();
-      await reload();
-      list.querySelector(`[data-uuid="${saved.uuid}"]`)?.classList.add('is-new');
+      await items.reload();
+      items.highlight(saved.uuid);
     } catch (problem) {
       error.textContent = problem.message;
       const field = /field "([^".]+)/.exec(problem.message)?.[1];
@@ -155,52 +149,23 @@ export function render(main, _route, app) {
   // ---- the list ----
   const roomName = (id) => store.findRoom(id)?.name ?? id;
 
-  function row(watchdog) {
-    const toggle = h('button', {
-      type: 'button', role: 'switch', class: 'switch watchdog-toggle', 'aria-checked': String(watchdog.isEnabled),
-      'aria-label': `${watchdog.title} enabled`,
-    }, h('span', { class: 'switch-track', 'aria-hidden': 'true' }, h('span', { class: 'switch-thumb' })),
-    h('span', { class: 'switch-text', 'aria-hidden': 'true' }, watchdog.isEnabled ? 'On' : 'Off'));
-    toggle.addEventListener('click', () => flip(watchdog, toggle));
-    const editButton = h('button', { type: 'button', class: 'button button-quiet watchdog-edit', 'aria-label': `Edit ${watchdog.title}` }, 'Edit');
-    editButton.addEventListener('click', () => edit(watchdog));
-    const deleteButton = h('button', { type: 'button', class: 'button button-quiet button-danger watchdog-delete', 'aria-label': `Delete ${watchdog.title}` }, 'Delete');
-    deleteButton.addEventListener('click', () => {
-      confirming = watchdog.uuid;
-      paint();
-      list.querySelector(`[data-uuid="${watchdog.uuid}"] .watchdog-confirm`)?.focus();
-    });
-    const fired = watchdog.state === 'fired';
-    const item = h('li', { class: 'alarm watchdog', 'data-uuid': watchdog.uuid, 'data-enabled': String(watchdog.isEnabled),
-      'data-state': watchdog.state },
-    icon(SENSORS.includes(watchdog.sensor) ? watchdog.sensor : 'sensor', { size: 36, className: 'icon alarm-icon' }),
-    h('div', { class: 'alarm-main' },
-      h('span', { class: `watchdog-state${fired ? ' is-fired' : ''}` }, fired ? 'Fired' : 'Watching'),
-      h('span', { class: 'alarm-title' }, watchdog.title),
-      h('span', { class: 'alarm-meta' }, describe(watchdog, roomName))),
-    toggle);
-    if (confirming === watchdog.uuid) {
-      const yes = h('button', { type: 'button', class: 'button button-danger watchdog-confirm' }, 'Delete');
-      const no = h('button', { type: 'button', class: 'button watchdog-keep' }, 'Keep');
-      yes.addEventListener('click', () => remove(watchdog));
-      no.addEventListener('click', () => {
-        confirming = null;
-        paint();
-        list.querySelector(`[data-uuid="${watchdog.uuid}"] .watchdog-delete`)?.focus();
-      });
-      item.append(h('div', { class: 'alarm-actions alarm-confirming', role: 'group', 'aria-label': `Delete ${watchdog.title}?` },
-        h('span', {}, 'Delete this watchdog?'), yes, no));
-    } else {
-      item.append(h('div', { class: 'alarm-actions' }, editButton, deleteButton));
-    }
-    return item;
-  }
-
-  function paint() {
-    list.replaceChildren(...watchdogs.map(row));
-    empty.hidden = watchdogs.length > 0;
-    list.setAttribute('aria-busy', 'false');
-  }
+  const items = editableList({
+    prefix: 'watchdog', noun: 'watchdog',
+    load: async () => (await API.watchdogs()).watchdogs ?? [],
+    toggle: API.toggleWatchdog, remove: API.deleteWatchdog,
+    content: (watchdog) => {
+      const fired = watchdog.state === 'fired';
+      return [icon(SENSORS.includes(watchdog.sensor) ? watchdog.sensor : 'sensor', { size: 36, className: 'icon alarm-icon' }),
+        h('div', { class: 'alarm-main' },
+          h('span', { class: `watchdog-state${fired ? ' is-fired' : ''}` }, fired ? 'Fired' : 'Watching'),
+          h('span', { class: 'alarm-title' }, watchdog.title),
+          h('span', { class: 'alarm-meta' }, describe(watchdog, roomName)))];
+    },
+    itemData: (watchdog) => ({ 'data-state': watchdog.state }),
+    onEdit: edit,
+    onRemoved: (watchdog) => { if (editing?.uuid === watchdog.uuid) resetForm(); },
+    heading: () => main.querySelector('#watchdogs-title'),
+  });
 
   function paintHistory() {
     history.replaceChildren(...app.history.slice().reverse().map((entry) =>
@@ -210,49 +175,10 @@ export function render(main, _route, app) {
     historyEmpty.hidden = app.history.length > 0;
   }
 
-  async function reload() {
-    try {
-      const answer = await API.watchdogs();
-      watchdogs = answer.watchdogs ?? [];
-      listError.textContent = '';
-      paint();
-    } catch (problem) {
-      if (problem.name !== 'AbortError') listError.textContent = problem.message;
-    }
-  }
-
-  async function flip(watchdog, toggle) {
-    if (toggle.getAttribute('aria-busy') === 'true') return;
-    toggle.setAttribute('aria-busy', 'true');
-    try {
-      const updated = await API.toggleWatchdog(watchdog.uuid);
-      watchdogs = watchdogs.map((candidate) => (candidate.uuid === updated.uuid ? updated : candidate));
-      announce.textContent = `“${updated.title}” is ${updated.isEnabled ? 'on' : 'off'}.`;
-      paint();
-      list.querySelector(`[data-uuid="${updated.uuid}"] .watchdog-toggle`)?.focus();
-    } catch (problem) {
-      toggle.removeAttribute('aria-busy');
-      listError.textContent = problem.message;
-    }
-  }
-
-  async function remove(watchdog) {
-    try {
-      await API.deleteWatchdog(watchdog.uuid);
-      announce.textContent = `Deleted “${watchdog.title}”.`;
-      if (editing?.uuid === watchdog.uuid) resetForm();
-      confirming = null;
-      await reload();
-      main.querySelector('#watchdogs-title')?.focus();
-    } catch (problem) {
-      listError.textContent = problem.message;
-    }
-  }
-
   main.append(
     h('div', { class: 'page-head' }, h('h1', { id: 'watchdogs-title', tabindex: '-1' }, 'Watchdogs')),
     h('div', { class: 'alarms-layout' },
-      h('section', { class: 'alarm-column', 'aria-labelledby': 'watchdogs-title' }, announce, listError, list, empty,
+      h('section', { class: 'alarm-column', 'aria-labelledby': 'watchdogs-title' }, ...items.elements,
         h('h2', { id: 'event-history-title' }, 'Recent events'), historyEmpty, history),
       h('section', { class: 'form-column' }, form)));
   resetForm();
@@ -261,7 +187,7 @@ export function render(main, _route, app) {
   // A watchdog that fires or recovers changes its state: reload the list; every event extends the history.
   const onEvent = (event) => {
     paintHistory();
-    if (event.detail?.type === 'watchdog') reload();
+    if (event.detail?.type === 'watchdog') items.reload();
   };
   app.events.addEventListener('history', onEvent);
 
@@ -273,7 +199,7 @@ export function render(main, _route, app) {
     } catch {
       // Without the rooms the menu stays empty and the bridge says "field room must name one of your rooms".
     }
-    await reload();
+    await items.reload();
   })();
 
   return () => {
