@@ -4,7 +4,7 @@
 import * as API from '../api.js';
 import * as store from '../store.js';
 import { h, icon } from '../dom.js';
-import { editableList } from './editable-list.js';
+import { editableForm, editableList } from './editable-list.js';
 
 const timeOfDay = new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-digit', hourCycle: 'h23' });
 const day = new Intl.DateTimeFormat(undefined, { weekday: 'short', day: 'numeric', month: 'short', year: 'numeric' });
@@ -57,7 +57,6 @@ function describe(alarm, roomName) {
 export function render(main, _route, app) {
   document.title = 'Alarms · SmartHome';
   const controller = new AbortController();
-  let editing = null;     // the alarm being edited, or null when the form creates one
 
   // ---- the form ----
   const title = h('input', { id: 'alarm-title', name: 'title', type: 'text', autocomplete: 'off', 'aria-describedby': 'alarm-error' });
@@ -73,98 +72,50 @@ export function render(main, _route, app) {
     h('option', { value: 'ON' }, 'Turn lights on'), h('option', { value: 'OFF' }, 'Turn lights off'),
     h('option', { value: 'TOGGLE' }, 'Toggle lights'));
   const enabled = h('input', { id: 'alarm-enabled', name: 'enabled', type: 'checkbox', checked: true });
-  const error = h('p', { class: 'form-error', id: 'alarm-error', role: 'alert' });
-  const submit = h('button', { type: 'submit', class: 'button button-primary', id: 'alarm-submit' }, 'Add alarm');
-  const cancel = h('button', { type: 'button', class: 'button', id: 'alarm-cancel', hidden: true }, 'Cancel');
-  const formTitle = h('h2', { id: 'alarm-form-title' }, 'New alarm');
-  const form = h('form', { class: 'alarm-form', id: 'alarm-form', novalidate: true, 'aria-labelledby': 'alarm-form-title' },
-    formTitle,
-    h('div', { class: 'field' }, h('label', { for: 'alarm-title' }, 'Title'), title),
-    h('div', { class: 'field-row' },
-      h('div', { class: 'field' }, h('label', { for: 'alarm-date' }, 'Date'), date),
-      h('div', { class: 'field' }, h('label', { for: 'alarm-time' }, 'Time'), time,
-        h('small', { id: 'alarm-time-hint', class: 'hint' }, '24-hour, e.g. 07:00'))),
-    h('div', { class: 'field' }, h('label', { for: 'alarm-repeats' }, 'Repeats'), repeats),
-    h('div', { class: 'field-row' },
-      h('div', { class: 'field' }, h('label', { for: 'alarm-room' }, 'Then, in room'), actionRoom),
-      h('div', { class: 'field' }, h('label', { for: 'alarm-lights' }, 'Lights'), actionLights)),
-    h('div', { class: 'field field-check' }, enabled, h('label', { for: 'alarm-enabled' }, 'Enabled')),
-    error,
-    h('div', { class: 'actions' }, submit, cancel));
+  const editor = editableForm({
+    prefix: 'alarm', noun: 'alarm', items: () => items,
+    fields: [
+      h('div', { class: 'field' }, h('label', { for: 'alarm-title' }, 'Title'), title),
+      h('div', { class: 'field-row' },
+        h('div', { class: 'field' }, h('label', { for: 'alarm-date' }, 'Date'), date),
+        h('div', { class: 'field' }, h('label', { for: 'alarm-time' }, 'Time'), time,
+          h('small', { id: 'alarm-time-hint', class: 'hint' }, '24-hour, e.g. 07:00'))),
+      h('div', { class: 'field' }, h('label', { for: 'alarm-repeats' }, 'Repeats'), repeats),
+      h('div', { class: 'field-row' },
+        h('div', { class: 'field' }, h('label', { for: 'alarm-room' }, 'Then, in room'), actionRoom),
+        h('div', { class: 'field' }, h('label', { for: 'alarm-lights' }, 'Lights'), actionLights)),
+      h('div', { class: 'field field-check' }, enabled, h('label', { for: 'alarm-enabled' }, 'Enabled')),
+    ],
+    clear: () => {
+      const tomorrow = new Date(Date.now() + 24 * 60 * 60 * 1000);
+      date.value = localDate(tomorrow);
+      time.value = '07:00';
+      actionLights.disabled = true;
+      enabled.checked = true;
+    },
+    fill: (alarm) => {
+      const when = new Date(alarm.fireDate);
+      title.value = alarm.title;
+      date.value = localDate(when);
+      time.value = `${pad(when.getHours())}:${pad(when.getMinutes())}`;
+      repeats.value = alarm.repeats;
+      actionRoom.value = alarm.action?.room ?? '';
+      actionLights.value = alarm.action?.lights ?? 'ON';
+      actionLights.disabled = !alarm.action;
+      enabled.checked = alarm.isEnabled;
+    },
+    body: () => {
+      const body = { title: title.value, fireDate: fireDate(date.value, time.value), isEnabled: enabled.checked,
+        repeats: repeats.value };
+      if (actionRoom.value) body.action = { room: actionRoom.value, lights: actionLights.value };
+      return body;
+    },
+    save: (uuid, body) => (uuid ? API.updateAlarm(uuid, body) : API.createAlarm(body)),
+    fieldFor: { title, fireDate: time, repeats, isEnabled: enabled, action: actionRoom, 'action.room': actionRoom,
+      'action.lights': actionLights },
+  });
 
   actionRoom.addEventListener('change', () => { actionLights.disabled = actionRoom.value === ''; });
-
-  function resetForm() {
-    editing = null;
-    form.reset();
-    const tomorrow = new Date(Date.now() + 24 * 60 * 60 * 1000);
-    date.value = localDate(tomorrow);
-    time.value = '07:00';
-    actionLights.disabled = true;
-    enabled.checked = true;
-    formTitle.textContent = 'New alarm';
-    submit.textContent = 'Add alarm';
-    cancel.hidden = true;
-    error.textContent = '';
-  }
-
-  function edit(alarm) {
-    editing = alarm;
-    const when = new Date(alarm.fireDate);
-    title.value = alarm.title;
-    date.value = localDate(when);
-    time.value = `${pad(when.getHours())}:${pad(when.getMinutes())}`;
-    repeats.value = alarm.repeats;
-    actionRoom.value = alarm.action?.room ?? '';
-    actionLights.value = alarm.action?.lights ?? 'ON';
-    actionLights.disabled = !alarm.action;
-    enabled.checked = alarm.isEnabled;
-    formTitle.textContent = `Edit “${alarm.title}”`;
-    submit.textContent = 'Save alarm';
-    cancel.hidden = false;
-    error.textContent = '';
-    form.scrollIntoView({ block: 'nearest' });
-    title.focus();
-  }
-
-  cancel.addEventListener('click', () => {
-    const uuid = editing?.uuid;
-    resetForm();
-    items.focus(uuid, 'edit');
-  });
-
-  let saving = false;
-  form.addEventListener('submit', async (event) => {
-    event.preventDefault();
-    if (saving) return;
-    const body = {
-      title: title.value,
-      fireDate: fireDate(date.value, time.value),
-      isEnabled: enabled.checked,
-      repeats: repeats.value,
-    };
-    if (actionRoom.value) body.action = { room: actionRoom.value, lights: actionLights.value };
-    saving = true;
-    submit.setAttribute('aria-disabled', 'true');
-    error.textContent = '';
-    try {
-      const saved = editing ? await API.updateAlarm(editing.uuid, body) : await API.createAlarm(body);
-      items.announce.textContent = editing ? `Saved “${saved.title}”.` : `Added “${saved.title}”.`;
-      resetForm();
-      await items.reload();
-      items.highlight(saved.uuid);
-    } catch (problem) {
-      error.textContent = problem.message;
-      // Put the cursor where the problem is: the API names the field.
-      const field = /field "([^"]+)"/.exec(problem.message)?.[1];
-      const target = { title, fireDate: time, repeats, isEnabled: enabled, action: actionRoom,
-        'action.room': actionRoom, 'action.lights': actionLights }[field];
-      target?.focus();
-    } finally {
-      saving = false;
-      submit.removeAttribute('aria-disabled');
-    }
-  });
 
   // ---- the list ----
   function roomName(id) {
@@ -180,8 +131,8 @@ export function render(main, _route, app) {
         h('span', { class: 'alarm-time' }, timeOfDay.format(new Date(alarm.fireDate))),
         h('span', { class: 'alarm-title' }, alarm.title),
         h('span', { class: 'alarm-meta' }, describe(alarm, roomName)))],
-    onEdit: edit,
-    onRemoved: (alarm) => { if (editing?.uuid === alarm.uuid) resetForm(); },
+    onEdit: (alarm) => editor.edit(alarm),
+    onRemoved: (alarm) => { if (editor.editing()?.uuid === alarm.uuid) editor.reset(); },
     heading: () => main.querySelector('#alarms-title'),
   });
 
@@ -189,8 +140,8 @@ export function render(main, _route, app) {
     h('div', { class: 'page-head' }, h('h1', { id: 'alarms-title', tabindex: '-1' }, 'Alarms')),
     h('div', { class: 'alarms-layout' },
       h('section', { class: 'alarm-column', 'aria-labelledby': 'alarms-title' }, ...items.elements),
-      h('section', { class: 'form-column' }, form)));
-  resetForm();
+      h('section', { class: 'form-column' }, editor.form)));
+  editor.reset();
 
   const onAlarm = () => items.reload();
   app.events.addEventListener('alarm', onAlarm);

@@ -111,3 +111,77 @@ export function editableList({ prefix, noun, load, toggle, remove, content, item
     focus,
   };
 }
+
+/**
+ * The form beside the list: "New …" until an item's Edit fills it, then "Edit “…”" with Cancel.
+ * It sends what was typed (`body()`); the bridge validates, and its message is shown as it is, with
+ * the cursor put in the field it names.
+ * @param options.fields   the form's fields between its heading and the error line
+ * @param options.clear    () => void: the fields' values for a new item (after `form.reset()`)
+ * @param options.fill     (item) => void: the fields' values from an item
+ * @param options.body     () => the API body;  options.save: (uuid or null, body) => Promise<item>
+ * @param options.fieldFor the field element for each name the API's messages use
+ * @param options.items    the `editableList` it adds to
+ */
+export function editableForm({ prefix, noun, fields, clear, fill, body, save, fieldFor, items }) {
+  let editing = null;
+  const error = h('p', { class: 'form-error', id: `${prefix}-error`, role: 'alert' });
+  const submit = h('button', { type: 'submit', class: 'button button-primary', id: `${prefix}-submit` }, `Add ${noun}`);
+  const cancel = h('button', { type: 'button', class: 'button', id: `${prefix}-cancel`, hidden: true }, 'Cancel');
+  const heading = h('h2', { id: `${prefix}-form-title` }, `New ${noun}`);
+  const form = h('form', { class: 'alarm-form', id: `${prefix}-form`, novalidate: true, 'aria-labelledby': `${prefix}-form-title` },
+    heading, ...fields, error, h('div', { class: 'actions' }, submit, cancel));
+
+  function reset() {
+    editing = null;
+    form.reset();
+    clear();
+    heading.textContent = `New ${noun}`;
+    submit.textContent = `Add ${noun}`;
+    cancel.hidden = true;
+    error.textContent = '';
+  }
+
+  function edit(item) {
+    editing = item;
+    fill(item);
+    heading.textContent = `Edit “${item.title}”`;
+    submit.textContent = `Save ${noun}`;
+    cancel.hidden = false;
+    error.textContent = '';
+    form.scrollIntoView({ block: 'nearest' });
+    fieldFor.title.focus();
+  }
+
+  cancel.addEventListener('click', () => {
+    const uuid = editing?.uuid;
+    reset();
+    items().focus(uuid, 'edit');
+  });
+
+  let saving = false;
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    if (saving) return;
+    saving = true;
+    submit.setAttribute('aria-disabled', 'true');
+    error.textContent = '';
+    try {
+      const saved = await save(editing?.uuid ?? null, body());
+      items().announce.textContent = editing ? `Saved “${saved.title}”.` : `Added “${saved.title}”.`;
+      reset();
+      await items().reload();
+      items().highlight(saved.uuid);
+    } catch (problem) {
+      error.textContent = problem.message;
+      // Put the cursor where the problem is: the API names the field (`action.room`, `sun.offset`).
+      const field = /field "([^"]+)"/.exec(problem.message)?.[1] ?? '';
+      (fieldFor[field] ?? fieldFor[field.split('.')[0]])?.focus();
+    } finally {
+      saving = false;
+      submit.removeAttribute('aria-disabled');
+    }
+  });
+
+  return { form, reset, edit, editing: () => editing };
+}

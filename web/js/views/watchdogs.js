@@ -5,7 +5,7 @@
 import * as API from '../api.js';
 import * as store from '../store.js';
 import { h, icon } from '../dom.js';
-import { editableList } from './editable-list.js';
+import { editableForm, editableList } from './editable-list.js';
 
 const CONDITIONS = {
   unchanged: 'no change', silent: 'no reading at all', above: 'above', below: 'below',
@@ -35,7 +35,6 @@ export function historyText(type, data, roomName) {
 export function render(main, _route, app) {
   document.title = 'Watchdogs · SmartHome';
   const controller = new AbortController();
-  let editing = null;
   const history = h('ol', { class: 'event-history', id: 'event-history' });
   const historyEmpty = h('p', { class: 'empty', id: 'event-history-empty' }, 'Nothing yet: events appear here as they happen.');
 
@@ -53,97 +52,55 @@ export function render(main, _route, app) {
   const quietFrom = h('input', { id: 'watchdog-quiet-from', name: 'quietFrom', type: 'text', autocomplete: 'off', placeholder: '22:00' });
   const quietTo = h('input', { id: 'watchdog-quiet-to', name: 'quietTo', type: 'text', autocomplete: 'off', placeholder: '07:00' });
   const enabled = h('input', { id: 'watchdog-enabled', name: 'enabled', type: 'checkbox', checked: true });
-  const error = h('p', { class: 'form-error', id: 'watchdog-error', role: 'alert' });
-  const submit = h('button', { type: 'submit', class: 'button button-primary', id: 'watchdog-submit' }, 'Add watchdog');
-  const cancel = h('button', { type: 'button', class: 'button', id: 'watchdog-cancel', hidden: true }, 'Cancel');
-  const formTitle = h('h2', { id: 'watchdog-form-title' }, 'New watchdog');
-  const form = h('form', { class: 'alarm-form', id: 'watchdog-form', novalidate: true, 'aria-labelledby': 'watchdog-form-title' },
-    formTitle,
-    h('div', { class: 'field' }, h('label', { for: 'watchdog-title' }, 'Title'), title),
-    h('div', { class: 'field-row' },
-      h('div', { class: 'field' }, h('label', { for: 'watchdog-room' }, 'Room'), room),
-      h('div', { class: 'field' }, h('label', { for: 'watchdog-sensor' }, 'Sensor'), sensor)),
-    h('div', { class: 'field-row' },
-      h('div', { class: 'field' }, h('label', { for: 'watchdog-condition' }, 'When it shows'), condition),
-      h('div', { class: 'field' }, h('label', { for: 'watchdog-value' }, 'Value'), value)),
-    h('div', { class: 'field' }, h('label', { for: 'watchdog-for' }, 'For'), duration,
-      h('small', { id: 'watchdog-for-hint', class: 'hint' }, 'e.g. 30m, 12h, 2d')),
-    h('div', { class: 'field-row' },
-      h('div', { class: 'field' }, h('label', { for: 'watchdog-quiet-from' }, 'Quiet from'), quietFrom),
-      h('div', { class: 'field' }, h('label', { for: 'watchdog-quiet-to' }, 'Quiet until'), quietTo)),
-    h('div', { class: 'field field-check' }, enabled, h('label', { for: 'watchdog-enabled' }, 'Enabled')),
-    error,
-    h('div', { class: 'actions' }, submit, cancel));
-
   const needsValue = () => { value.disabled = condition.value !== 'above' && condition.value !== 'below'; };
   condition.addEventListener('change', needsValue);
-
-  function resetForm() {
-    editing = null;
-    form.reset();
-    duration.value = '12h';
-    enabled.checked = true;
-    needsValue();
-    formTitle.textContent = 'New watchdog';
-    submit.textContent = 'Add watchdog';
-    cancel.hidden = true;
-    error.textContent = '';
-  }
-
-  function edit(watchdog) {
-    editing = watchdog;
-    title.value = watchdog.title;
-    room.value = watchdog.room;
-    sensor.value = watchdog.sensor;
-    condition.value = watchdog.condition;
-    value.value = watchdog.value ?? '';
-    duration.value = watchdog.for;
-    quietFrom.value = watchdog.quiet?.from ?? '';
-    quietTo.value = watchdog.quiet?.to ?? '';
-    enabled.checked = watchdog.isEnabled;
-    needsValue();
-    formTitle.textContent = `Edit “${watchdog.title}”`;
-    submit.textContent = 'Save watchdog';
-    cancel.hidden = false;
-    error.textContent = '';
-    form.scrollIntoView({ block: 'nearest' });
-    title.focus();
-  }
-
-  cancel.addEventListener('click', () => {
-    const uuid = editing?.uuid;
-    resetForm();
-    items.focus(uuid, 'edit');
-  });
-
-  let saving = false;
-  form.addEventListener('submit', async (event) => {
-    event.preventDefault();
-    if (saving) return;
-    const body = {
-      title: title.value, room: room.value, sensor: sensor.value, condition: condition.value,
-      for: duration.value, isEnabled: enabled.checked,
-    };
-    // A number when it reads as one; otherwise as typed, so the bridge's message says what is wrong.
-    if (!value.disabled) body.value = value.value.trim() !== '' && Number.isFinite(Number(value.value)) ? Number(value.value) : value.value;
-    if (quietFrom.value.trim() || quietTo.value.trim()) body.quiet = { from: quietFrom.value.trim(), to: quietTo.value.trim() };
-    saving = true;
-    submit.setAttribute('aria-disabled', 'true');
-    error.textContent = '';
-    try {
-      const saved = editing ? await API.updateWatchdog(editing.uuid, body) : await API.createWatchdog(body);
-      items.announce.textContent = editing ? `Saved “${saved.title}”.` : `Added “${saved.title}”.`;
-      resetForm();
-      await items.reload();
-      items.highlight(saved.uuid);
-    } catch (problem) {
-      error.textContent = problem.message;
-      const field = /field "([^".]+)/.exec(problem.message)?.[1];
-      ({ title, room, sensor, condition, value, for: duration, quiet: quietFrom, isEnabled: enabled })[field]?.focus();
-    } finally {
-      saving = false;
-      submit.removeAttribute('aria-disabled');
-    }
+  const editor = editableForm({
+    prefix: 'watchdog', noun: 'watchdog', items: () => items,
+    fields: [
+      h('div', { class: 'field' }, h('label', { for: 'watchdog-title' }, 'Title'), title),
+      h('div', { class: 'field-row' },
+        h('div', { class: 'field' }, h('label', { for: 'watchdog-room' }, 'Room'), room),
+        h('div', { class: 'field' }, h('label', { for: 'watchdog-sensor' }, 'Sensor'), sensor)),
+      h('div', { class: 'field-row' },
+        h('div', { class: 'field' }, h('label', { for: 'watchdog-condition' }, 'When it shows'), condition),
+        h('div', { class: 'field' }, h('label', { for: 'watchdog-value' }, 'Value'), value)),
+      h('div', { class: 'field' }, h('label', { for: 'watchdog-for' }, 'For'), duration,
+        h('small', { id: 'watchdog-for-hint', class: 'hint' }, 'e.g. 30m, 12h, 2d')),
+      h('div', { class: 'field-row' },
+        h('div', { class: 'field' }, h('label', { for: 'watchdog-quiet-from' }, 'Quiet from'), quietFrom),
+        h('div', { class: 'field' }, h('label', { for: 'watchdog-quiet-to' }, 'Quiet until'), quietTo)),
+      h('div', { class: 'field field-check' }, enabled, h('label', { for: 'watchdog-enabled' }, 'Enabled')),
+    ],
+    clear: () => {
+      duration.value = '12h';
+      enabled.checked = true;
+      needsValue();
+    },
+    fill: (watchdog) => {
+      title.value = watchdog.title;
+      room.value = watchdog.room;
+      sensor.value = watchdog.sensor;
+      condition.value = watchdog.condition;
+      value.value = watchdog.value ?? '';
+      duration.value = watchdog.for;
+      quietFrom.value = watchdog.quiet?.from ?? '';
+      quietTo.value = watchdog.quiet?.to ?? '';
+      enabled.checked = watchdog.isEnabled;
+      needsValue();
+    },
+    body: () => {
+      const body = { title: title.value, room: room.value, sensor: sensor.value, condition: condition.value,
+        for: duration.value, isEnabled: enabled.checked };
+      // A number when it reads as one; otherwise as typed, so the bridge's message says what is wrong.
+      if (!value.disabled) {
+        const text = value.value.trim();
+        body.value = text !== '' && Number.isFinite(Number(text)) ? Number(text) : value.value;
+      }
+      if (quietFrom.value.trim() || quietTo.value.trim()) body.quiet = { from: quietFrom.value.trim(), to: quietTo.value.trim() };
+      return body;
+    },
+    save: (uuid, body) => (uuid ? API.updateWatchdog(uuid, body) : API.createWatchdog(body)),
+    fieldFor: { title, room, sensor, condition, value, for: duration, quiet: quietFrom, isEnabled: enabled },
   });
 
   // ---- the list ----
@@ -162,8 +119,8 @@ export function render(main, _route, app) {
           h('span', { class: 'alarm-meta' }, describe(watchdog, roomName)))];
     },
     itemData: (watchdog) => ({ 'data-state': watchdog.state }),
-    onEdit: edit,
-    onRemoved: (watchdog) => { if (editing?.uuid === watchdog.uuid) resetForm(); },
+    onEdit: (watchdog) => editor.edit(watchdog),
+    onRemoved: (watchdog) => { if (editor.editing()?.uuid === watchdog.uuid) editor.reset(); },
     heading: () => main.querySelector('#watchdogs-title'),
   });
 
@@ -180,8 +137,8 @@ export function render(main, _route, app) {
     h('div', { class: 'alarms-layout' },
       h('section', { class: 'alarm-column', 'aria-labelledby': 'watchdogs-title' }, ...items.elements,
         h('h2', { id: 'event-history-title' }, 'Recent events'), historyEmpty, history),
-      h('section', { class: 'form-column' }, form)));
-  resetForm();
+      h('section', { class: 'form-column' }, editor.form)));
+  editor.reset();
   paintHistory();
 
   // A watchdog that fires or recovers changes its state: reload the list; every event extends the history.
