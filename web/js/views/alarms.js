@@ -9,6 +9,8 @@ import { editableForm, editableList } from './editable-list.js';
 const timeOfDay = new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-digit', hourCycle: 'h23' });
 const day = new Intl.DateTimeFormat(undefined, { weekday: 'short', day: 'numeric', month: 'short', year: 'numeric' });
 const LIGHTS = { ON: 'lights on', OFF: 'lights off', TOGGLE: 'lights toggled' };
+const DAYS = [['mon', 'Mon'], ['tue', 'Tue'], ['wed', 'Wed'], ['thu', 'Thu'], ['fri', 'Fri'], ['sat', 'Sat'], ['sun', 'Sun']];
+const SUN = { sunrise: 'sunrise', sunset: 'sunset' };
 
 const pad = (n) => String(n).padStart(2, '0');
 
@@ -47,10 +49,21 @@ function localDate(date) {
   return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())}`;
 }
 
+/** `30m before sunset`, `at sunrise`, `1h after sunrise`. */
+function sunText(sun) {
+  const offset = sun.offset ?? '0m';
+  if (/^[-+]?0+[hms]?$/.test(offset)) return `at ${SUN[sun.event] ?? sun.event}`;
+  return offset.startsWith('-') ? `${offset.slice(1)} before ${sun.event}` : `${offset.replace(/^\+/, '')} after ${sun.event}`;
+}
+
 function describe(alarm, roomName) {
   const when = new Date(alarm.fireDate);
-  const parts = [alarm.repeats === 'daily' ? 'Every day' : `Once, ${day.format(when)}`];
+  const days = (alarm.days ?? []).map((id) => DAYS.find(([value]) => value === id)?.[1] ?? id).join(', ');
+  const parts = [alarm.repeats === 'daily' ? 'Every day' : alarm.repeats === 'weekly' ? days : `Once, ${day.format(when)}`];
+  if (alarm.sun) parts.push(sunText(alarm.sun));
   if (alarm.action) parts.push(`${roomName(alarm.action.room)} ${LIGHTS[alarm.action.lights] ?? alarm.action.lights}`);
+  if (alarm.nextFire) parts.push(`next ${day.format(new Date(alarm.nextFire))} ${timeOfDay.format(new Date(alarm.nextFire))}`);
+  else if (alarm.skipReason && alarm.skipReason !== 'disabled') parts.push(alarm.skipReason);
   return parts.join(' · ');
 }
 
@@ -66,7 +79,21 @@ export function render(main, _route, app) {
     'aria-describedby': 'alarm-time-hint alarm-error',
   });
   const repeats = h('select', { id: 'alarm-repeats', name: 'repeats' },
-    h('option', { value: 'never' }, 'Once'), h('option', { value: 'daily' }, 'Every day'));
+    h('option', { value: 'never' }, 'Once'), h('option', { value: 'daily' }, 'Every day'),
+    h('option', { value: 'weekly' }, 'On some days'));
+  const dayBoxes = DAYS.map(([value]) => h('input', { type: 'checkbox', id: `alarm-day-${value}`, name: 'days', value }));
+  const days = h('fieldset', { class: 'field day-picker', id: 'alarm-days', hidden: true },
+    h('legend', {}, 'Days'),
+    ...DAYS.map(([value, text], index) => h('span', { class: 'field-check' }, dayBoxes[index],
+      h('label', { for: `alarm-day-${value}` }, text))));
+  const sunEvent = h('select', { id: 'alarm-sun', name: 'sun' },
+    h('option', { value: '' }, 'the clock'), h('option', { value: 'sunrise' }, 'sunrise'), h('option', { value: 'sunset' }, 'sunset'));
+  const sunOffset = h('input', { id: 'alarm-sun-offset', name: 'offset', type: 'text', autocomplete: 'off', placeholder: '-30m',
+    disabled: true, 'aria-describedby': 'alarm-sun-hint alarm-error' });
+  const showRepeats = () => { days.hidden = repeats.value !== 'weekly'; };
+  const showSun = () => { sunOffset.disabled = sunEvent.value === ''; };
+  repeats.addEventListener('change', showRepeats);
+  sunEvent.addEventListener('change', showSun);
   const actionRoom = h('select', { id: 'alarm-room', name: 'room' }, h('option', { value: '' }, 'Nothing else'));
   const actionLights = h('select', { id: 'alarm-lights', name: 'lights', disabled: true },
     h('option', { value: 'ON' }, 'Turn lights on'), h('option', { value: 'OFF' }, 'Turn lights off'),
@@ -81,6 +108,11 @@ export function render(main, _route, app) {
         h('div', { class: 'field' }, h('label', { for: 'alarm-time' }, 'Time'), time,
           h('small', { id: 'alarm-time-hint', class: 'hint' }, '24-hour, e.g. 07:00'))),
       h('div', { class: 'field' }, h('label', { for: 'alarm-repeats' }, 'Repeats'), repeats),
+      days,
+      h('div', { class: 'field-row' },
+        h('div', { class: 'field' }, h('label', { for: 'alarm-sun' }, 'Time from'), sunEvent),
+        h('div', { class: 'field' }, h('label', { for: 'alarm-sun-offset' }, 'Before (-) or after'), sunOffset,
+          h('small', { id: 'alarm-sun-hint', class: 'hint' }, 'e.g. -30m; the date says the first day'))),
       h('div', { class: 'field-row' },
         h('div', { class: 'field' }, h('label', { for: 'alarm-room' }, 'Then, in room'), actionRoom),
         h('div', { class: 'field' }, h('label', { for: 'alarm-lights' }, 'Lights'), actionLights)),
@@ -92,6 +124,8 @@ export function render(main, _route, app) {
       time.value = '07:00';
       actionLights.disabled = true;
       enabled.checked = true;
+      showRepeats();
+      showSun();
     },
     fill: (alarm) => {
       const when = new Date(alarm.fireDate);
@@ -99,6 +133,11 @@ export function render(main, _route, app) {
       date.value = localDate(when);
       time.value = `${pad(when.getHours())}:${pad(when.getMinutes())}`;
       repeats.value = alarm.repeats;
+      for (const box of dayBoxes) box.checked = (alarm.days ?? []).includes(box.value);
+      sunEvent.value = alarm.sun?.event ?? '';
+      sunOffset.value = alarm.sun?.offset ?? '';
+      showRepeats();
+      showSun();
       actionRoom.value = alarm.action?.room ?? '';
       actionLights.value = alarm.action?.lights ?? 'ON';
       actionLights.disabled = !alarm.action;
@@ -107,11 +146,13 @@ export function render(main, _route, app) {
     body: () => {
       const body = { title: title.value, fireDate: fireDate(date.value, time.value), isEnabled: enabled.checked,
         repeats: repeats.value };
+      if (repeats.value === 'weekly') body.days = dayBoxes.filter((box) => box.checked).map((box) => box.value);
+      if (sunEvent.value) body.sun = { event: sunEvent.value, offset: sunOffset.value.trim() || '0m' };
       if (actionRoom.value) body.action = { room: actionRoom.value, lights: actionLights.value };
       return body;
     },
     save: (uuid, body) => (uuid ? API.updateAlarm(uuid, body) : API.createAlarm(body)),
-    fieldFor: { title, fireDate: time, repeats, isEnabled: enabled, action: actionRoom, 'action.room': actionRoom,
+    fieldFor: { title, fireDate: time, repeats, days: dayBoxes[0], sun: sunEvent, 'sun.offset': sunOffset, isEnabled: enabled, action: actionRoom, 'action.room': actionRoom,
       'action.lights': actionLights },
   });
 
@@ -128,7 +169,7 @@ export function render(main, _route, app) {
     toggle: API.toggleAlarm, remove: API.deleteAlarm,
     content: (alarm) => [icon('alarm', { size: 36, className: 'icon alarm-icon' }),
       h('div', { class: 'alarm-main' },
-        h('span', { class: 'alarm-time' }, timeOfDay.format(new Date(alarm.fireDate))),
+        h('span', { class: 'alarm-time' }, timeOfDay.format(new Date(alarm.sun && alarm.nextFire ? alarm.nextFire : alarm.fireDate))),
         h('span', { class: 'alarm-title' }, alarm.title),
         h('span', { class: 'alarm-meta' }, describe(alarm, roomName)))],
     onEdit: (alarm) => editor.edit(alarm),
