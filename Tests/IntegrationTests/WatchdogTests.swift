@@ -24,6 +24,7 @@ struct WatchdogTests {
         var bridge = try await BridgeProcess(broker: broker, settings: RestSourceTests.settings(upstream: upstreamPort),
                                              storagePath: storage, environment: environment)
         var token = try await APITests.token(bridge.httpPort, "Cemalettin", "12345")
+        let stream = try EventStreamTests.EventStreamClient(port: bridge.httpPort, token: token)
         let created = try await HTTP.send(bridge.httpPort, "/api/v1/watchdogs", method: "POST",
                                           body: Self.body(Self.silentKitchen), token: token)
         #expect(created.status == 201, "\(created.text)")
@@ -38,6 +39,9 @@ struct WatchdogTests {
         upstream.stop()
         let fired = try await watcher.waitFor(timeout: 10) { $0.text.contains(#""state":"fired""#) }
         #expect(fired.text.contains(uuid) && fired.text.contains(#""condition":"silent""#), "\(fired.text)")
+        // The same event on the user's event stream.
+        #expect(stream.waitFor("event: watchdog"), "\(stream.text.suffix(500))")
+        #expect(stream.text.contains(#""state":"fired","uuid":"\#(uuid)""#))
         try await Task.sleep(for: .seconds(3))
         #expect(events(watcher, "fired").count == 1)
         let shown = try await HTTP.send(bridge.httpPort, "/api/v1/watchdogs/\(uuid)", method: "GET", token: token)
