@@ -1,5 +1,6 @@
 import BridgeCore
 import BridgeHTTP
+import BridgeRuntime
 import Foundation
 import Synchronization
 import Testing
@@ -111,6 +112,33 @@ struct NotificationTests {
         try await Task.sleep(for: .seconds(1))
         #expect(webhook.got.count == 1 && ntfy.got.count == 1, "delivered more than once")
         #expect(!bridge.log.contains("webhook-secret-3141") && !bridge.log.contains("tk_ntfysecret2718"))
+    }
+
+    /// No ntfy server is packaged for Debian 12 or on PyPI; Debian's `apprise` (a real ntfy client)
+    /// shows that the test's ntfy endpoint is shaped as ntfy's publishers expect: both it and the
+    /// bridge publish JSON with `topic`, `title` and `message` to the server's root.
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/apprise")))
+    func theBridgePublishesToNtfyAsARealNtfyClientDoes() async throws {
+        let ntfy = try Receiver()
+        let apprise = try ChildProcess.spawn("/usr/bin/apprise", ["-t", "Wake up", "-b", "Alarm fired",
+                                                                  "ntfy://127.0.0.1:\(ntfy.port)/grandma-hallway"])
+        #expect(apprise.waitForExit(timeout: 30) == 0)
+        let broker = try await TestBroker()
+        let bridge = try await BridgeProcess(broker: broker, settings: Self.settings(), extraUsers: Self.user(notify: """
+                  - ntfy: { url: "\(ntfy.url)", topic: grandma-hallway }
+            """))
+        try await Self.fireAlarm(bridge.httpPort, "Wake up")
+        #expect(await eventually(timeout: 10) { ntfy.got.count == 2 })
+        let (client, ours) = (try #require(ntfy.got.first), try #require(ntfy.got.last))
+        #expect(client.header("User-Agent") == "Apprise")
+        #expect(client.path == ours.path)
+        #expect(client.header("Content-Type")?.hasPrefix("application/json") == true)
+        #expect(ours.header("Content-Type")?.hasPrefix("application/json") == true)
+        for (got, message) in [(client, "Alarm fired"), (ours, "Alarm \"Wake up\" fired.")] {
+            #expect(got.json["topic"] as? String == "grandma-hallway")
+            #expect(got.json["title"] as? String == "Wake up")
+            #expect(got.json["message"] as? String == message)
+        }
     }
 
     @Test func aReceiverThatFailsOnceGetsItOnceAfterARetryAndOneThatAlwaysFailsIsCounted() async throws {
