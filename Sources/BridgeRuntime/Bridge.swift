@@ -78,7 +78,11 @@ public final class Bridge: Sendable {
             grace: configuration.scheduler.grace, location: configuration.scheduler.location)
         let watchdogStore = WatchdogStore(database: database)
         let replication = clustered
-            ? AlarmReplication(store: alarmStore, home: store, topics: topics, outbound: outbound, logger: logger) : nil
+            ? AlarmReplication(records: ReplicatedAlarms(store: alarmStore, topics: topics), home: store, outbound: outbound,
+                               logger: logger) : nil
+        let watchdogReplication = clustered
+            ? WatchdogReplication(records: ReplicatedWatchdogs(store: watchdogStore, topics: topics), home: store,
+                                  outbound: outbound, logger: logger) : nil
         var features: [any BridgeFeature] = [
             publisher, commands, recorder, events, source,
             HomeAssistantFeature(identity: identity, discovery: discovery, announced: AnnouncedConfigStore(database: database),
@@ -97,7 +101,7 @@ public final class Bridge: Sendable {
             clusterHistory = ClusterHistory(local: DatabaseHistory(store: history), membership: configuration.cluster.membership,
                                             topics: topics, outbound: outbound,
                                             timeout: configuration.cluster.commandTimeout, logger: logger)
-            features += [replication, mirrors!, clusterHistory!,
+            features += [replication, mirrors!, clusterHistory!, watchdogReplication!,
                          try ClusterPeers(configuration: configuration, broker: broker, store: store, publisher: publisher,
                                           sessions: sessions, online: online, logger: logger)]
         }
@@ -106,7 +110,7 @@ public final class Bridge: Sendable {
             store: store, broker: mqtt, brokerAddress: brokerAddress, startedAt: startedAt, sessions: sessions,
             alarms: DatabaseAlarms(store: alarmStore, replication: replication),
             history: clusterHistory ?? DatabaseHistory(store: history), schedule: schedule,
-            watchdogs: DatabaseWatchdogs(store: watchdogStore), notifier: notifier, events: events,
+            watchdogs: DatabaseWatchdogs(store: watchdogStore, replication: watchdogReplication), notifier: notifier, events: events,
             commands: commands, mirrors: mirrors, roomDocuments: publisher.roomDocuments), logger: logger)
     }
 
