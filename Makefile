@@ -11,7 +11,8 @@ APT_PACKAGES := make pkg-config libmosquitto-dev libmicrohttpd-dev libsqlite3-de
 # docker-compose (only its `config` validator: no engine runs) and PyYAML for the stack test,
 # RabbitMQ for the core suites on its MQTT plugin (the tests start their own node, not the service),
 # openssl (the command) for the HTTPS tests' certificates.
-TEST_PACKAGES := chromium chromium-driver python3-selenium python3-yaml python3-venv rabbitmq-server openssl
+TEST_PACKAGES := chromium chromium-driver python3-selenium python3-yaml python3-venv rabbitmq-server openssl \
+	rtl-433 apprise
 # Installed without recommends: docker-compose would otherwise pull in the Docker engine.
 TEST_PACKAGES_BARE := docker-compose
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

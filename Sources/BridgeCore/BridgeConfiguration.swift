@@ -132,6 +132,36 @@ public struct BridgeConfiguration: Sendable {
         /// `nil`: the system's time zone.
         public var timezone: String? = nil
         public var grace = 600.0
+        /// Where alarms relative to the sun are computed (both or neither; README "Alarms").
+        public var latitude: Double? = nil
+        public var longitude: Double? = nil
+
+        public var location: GeoLocation? {
+            guard let latitude, let longitude else { return nil }
+            return GeoLocation(latitude: latitude, longitude: longitude)
+        }
+    }
+
+    public struct Watchdogs: Sendable {
+        /// The most watchdogs one user may have (README "Watchdogs").
+        public var maxPerUser = 20
+    }
+
+    /// How notifications are delivered (README "Notifications").
+    public struct Notify: Sendable {
+        /// Tries per delivery, the first included.
+        public var attempts = 4
+        /// The wait before the first retry, doubling up to `maxBackoff`.
+        public var backoff = 2.0
+        public var maxBackoff = 60.0
+        /// How long one request may take.
+        public var timeout = 5.0
+        /// Deliveries waiting; past this, new ones are dropped (and counted).
+        public var maxQueued = 256
+        /// Deliveries in flight at once.
+        public var concurrency = 4
+
+        public var retry: DeliveryRetry { DeliveryRetry(attempts: attempts, initial: backoff, maximum: maxBackoff) }
     }
 
     public struct Log: Sendable {
@@ -184,6 +214,8 @@ public struct BridgeConfiguration: Sendable {
     public var homie = Homie()
     public var scheduler = Scheduler()
     public var devices = Devices()
+    public var watchdogs = Watchdogs()
+    public var notify = Notify()
     public var log = Log()
     public var cluster = Cluster()
     public var users: [User] = []

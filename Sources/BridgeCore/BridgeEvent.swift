@@ -9,6 +9,8 @@ public enum BridgeEvent: Sendable, Equatable {
     case alarm(uuid: String, title: String, firedAt: Date)
     /// A gas sensor that started or stopped detecting gas.
     case gas(room: String, detected: Bool, at: Date)
+    /// A watchdog that fired (`recovered: false`) or whose condition ended after it fired.
+    case watchdog(Watchdog, recovered: Bool, at: Date)
     /// An event another cluster instance published for one of its users, passed on as it came.
     case relayed(type: String, json: String)
 
@@ -23,6 +25,7 @@ public enum BridgeEvent: Sendable, Equatable {
         case .commandRejected: "command_rejected"
         case .alarm: "alarm"
         case .gas: "gas"
+        case .watchdog: "watchdog"
         case .relayed(let type, _): type
         }
     }
@@ -60,6 +63,18 @@ public enum BridgeEvent: Sendable, Equatable {
                 ("type", .string(type)),
                 ("room", .string(room)),
                 ("state", .string(detected ? "ON" : "OFF")),
+                ("at", .string(Timestamp.iso8601(time))),
+            ])
+        case .watchdog(let watchdog, let recovered, let time):
+            .object([
+                ("type", .string(type)),
+                ("state", .string(recovered ? "recovered" : "fired")),
+                ("uuid", .string(watchdog.uuid)),
+                ("title", .string(watchdog.title)),
+                ("room", .string(watchdog.room)),
+                ("sensor", .string(watchdog.sensor.id)),
+                ("condition", .string(watchdog.condition.rawValue)),
+                ("for", .string(Watchdog.durationText(watchdog.duration))),
                 ("at", .string(Timestamp.iso8601(time))),
             ])
         case .relayed(let type, _):

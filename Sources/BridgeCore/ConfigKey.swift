@@ -52,6 +52,18 @@ public struct ConfigKey: Sendable {
         }
     }
 
+    /// Optional degrees of latitude or longitude: a decimal number in `range`.
+    static func degrees(_ path: String, _ field: Field<Double?>, in range: ClosedRange<Double>) -> ConfigKey {
+        ConfigKey(path) { value, config in
+            guard let text = value.nonEmptyString() else { return }
+            guard let number = Double(text.trimmingCharacters(in: .whitespaces)), range.contains(number) else {
+                value.fail("must be a number of degrees from \(Int(range.lowerBound)) to \(Int(range.upperBound)), got \"\(text)\"")
+                return
+            }
+            config[keyPath: field] = number
+        }
+    }
+
     static func wholeSeconds(_ path: String, _ field: Field<Int>, in range: ClosedRange<Int>) -> ConfigKey {
         ConfigKey(path) { value, config in
             config[keyPath: field] = value.wholeSeconds(in: range, default: config[keyPath: field])

@@ -101,6 +101,12 @@ public struct ConfigLoader {
         if mqtt.password != nil || mqtt.passwordFile != nil, mqtt.username == nil, values["mqtt.username"] == nil {
             issue("mqtt.username", "is required when a password is set")
         }
+        let scheduler = config.scheduler
+        if (scheduler.latitude == nil) != (scheduler.longitude == nil) {
+            let (missing, given) = scheduler.latitude == nil
+                ? ("scheduler.latitude", "scheduler.longitude") : ("scheduler.longitude", "scheduler.latitude")
+            if values[missing] == nil { issue(missing, "must be set together with \(given)") }
+        }
         if mqtt.reconnectMax < mqtt.reconnectMin {
             issue("mqtt.reconnect_max", "must not be less than mqtt.reconnect_min")
         }

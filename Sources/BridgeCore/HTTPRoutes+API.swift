@@ -76,6 +76,11 @@ extension HTTPRoutes {
                 guard let user = home().user(id: session.userID) else { return HTTPRoutes.unauthorized }
                 return alarmsRoute(request, method: method, path: path, user: user)
             }
+        case _ where !path.isEmpty && path[0] == "watchdogs" && path.count <= 3:
+            return authenticated(request, home: home) { session, _ in
+                guard let user = home().user(id: session.userID) else { return HTTPRoutes.unauthorized }
+                return watchdogsRoute(request, method: method, path: path, user: user)
+            }
         case _ where path.count == 3 && path[0] == "rooms" && path[2] == "lights":
             guard method == "POST" else { return HTTPRoutes.methodNotAllowed(allow: "POST") }
             return authenticated(request, home: home) { session, _ in

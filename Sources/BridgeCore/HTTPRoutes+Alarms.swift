@@ -17,7 +17,7 @@ extension HTTPRoutes {
             case 2:
                 guard let alarm = try alarms.alarm(uuid: path[1], userID: user.id) else { return HTTPRoutes.notFound }
                 switch method {
-                case "GET": return HTTPRoutes.json(alarm.json)
+                case "GET": return HTTPRoutes.json(schedule.answer(alarm, now: now()))
                 case "PUT": return try replaceAlarm(alarm, request, user: user)
                 case "DELETE":
                     return try alarms.delete(uuid: alarm.uuid, userID: user.id) ? HTTPResponse(status: 204) : HTTPRoutes.notFound
@@ -27,7 +27,7 @@ extension HTTPRoutes {
                 guard method == "POST" else { return HTTPRoutes.methodNotAllowed(allow: "POST") }
                 guard var alarm = try alarms.alarm(uuid: path[1], userID: user.id) else { return HTTPRoutes.notFound }
                 alarm.isEnabled.toggle()
-                return try alarms.update(alarm) ? HTTPRoutes.json(alarm.json) : HTTPRoutes.notFound
+                return try alarms.update(alarm) ? HTTPRoutes.json(schedule.answer(alarm, now: now())) : HTTPRoutes.notFound
             default:
                 return HTTPRoutes.notFound
             }
@@ -41,31 +41,29 @@ extension HTTPRoutes {
         if let query = request.queryValue("q"), !query.isEmpty {
             list = list.filter { $0.title.localizedCaseInsensitiveContains(query) }
         }
-        list.sort(by: schedule.timeOfDayOrder)
-        return HTTPRoutes.json(.object([("alarms", .array(list.map(\.json)))]))
+        let now = now()
+        list.sort { schedule.timeOfDayOrder($0, $1, now: now) }
+        return HTTPRoutes.json(.object([("alarms", .array(list.map { schedule.answer($0, now: now) }))]))
     }
 
     private func createAlarm(_ request: HTTPRequest, user: User) throws -> HTTPResponse {
-        switch AlarmDraft.parse(request.body, rooms: user.rooms, groups: user.groups) {
+        switch AlarmDraft.parse(request.body, rooms: user.rooms, groups: user.groups, sunKnown: schedule.location != nil) {
         case .failure(let problem):
             return HTTPRoutes.error(400, problem.message)
         case .success(let draft):
-            let alarm = Alarm(uuid: UUID().uuidString.lowercased(), userID: user.id, title: draft.title,
-                              fireDate: draft.fireDate, isEnabled: draft.isEnabled, repeats: draft.repeats,
-                              action: draft.action)
+            let alarm = draft.alarm(uuid: UUID().uuidString.lowercased(), userID: user.id)
             try alarms.create(alarm)
-            return HTTPRoutes.json(alarm.json, status: 201)
+            return HTTPRoutes.json(schedule.answer(alarm, now: now()), status: 201)
         }
     }
 
     private func replaceAlarm(_ existing: Alarm, _ request: HTTPRequest, user: User) throws -> HTTPResponse {
-        switch AlarmDraft.parse(request.body, rooms: user.rooms, groups: user.groups) {
+        switch AlarmDraft.parse(request.body, rooms: user.rooms, groups: user.groups, sunKnown: schedule.location != nil) {
         case .failure(let problem):
             return HTTPRoutes.error(400, problem.message)
         case .success(let draft):
-            let alarm = Alarm(uuid: existing.uuid, userID: user.id, title: draft.title, fireDate: draft.fireDate,
-                              isEnabled: draft.isEnabled, repeats: draft.repeats, action: draft.action)
-            return try alarms.update(alarm) ? HTTPRoutes.json(alarm.json) : HTTPRoutes.notFound
+            let alarm = draft.alarm(uuid: existing.uuid, userID: user.id)
+            return try alarms.update(alarm) ? HTTPRoutes.json(schedule.answer(alarm, now: now())) : HTTPRoutes.notFound
         }
     }
 

@@ -1,3 +1,5 @@
+import Foundation
+
 /// The bridge's HTTP routes as functions of the request and the current state: the seed backend's
 /// routes (README "HTTP"), the authenticated API (README "The authenticated API (v1)") and `/healthz`.
 public struct HTTPRoutes: Sendable {
@@ -30,9 +32,13 @@ public struct HTTPRoutes: Sendable {
             }
         }
 
+        /// Notification deliveries since start (README "Notifications").
+        public var notifications = NotificationCounts()
+
         public init(mqttConnected: Bool, mqttProblem: String?, broker: String, uptimeSeconds: Int,
                     mqttQueued: Int = 0, mqttDropped: Int = 0, devicePayloadErrors: [PayloadErrors] = [],
-                    deviceMessagesDropped: Int = 0) {
+                    deviceMessagesDropped: Int = 0, notifications: NotificationCounts = NotificationCounts()) {
+            self.notifications = notifications
             self.devicePayloadErrors = devicePayloadErrors
             self.deviceMessagesDropped = deviceMessagesDropped
             self.mqttConnected = mqttConnected
@@ -44,6 +50,16 @@ public struct HTTPRoutes: Sendable {
         }
     }
 
+    /// Notification deliveries, for `/metrics`.
+    public struct NotificationCounts: Sendable, Equatable {
+        public var sent = 0
+        public var failed = 0
+        public var retried = 0
+        public var dropped = 0
+
+        public init() {}
+    }
+
     public var legacyRoutes: Bool
     public var loginGate: LoginGate
     public var sessions: SessionServices
@@ -53,8 +69,13 @@ public struct HTTPRoutes: Sendable {
     public var switchGroup: (@Sendable (_ user: String, _ group: String, LightCommand) -> Result<[Reading], CommandRejection>)?
     public var alarms: any AlarmRepository
     public var history: any HistoryRepository
-    /// Orders alarm lists by time of day in the scheduler's time zone.
+    /// Orders alarm lists by time of day in the scheduler's time zone and says when each fires next.
     public var schedule: AlarmSchedule
+    /// The user's watchdogs (`nil`: the routes answer 404), and how many one user may have.
+    public var watchdogs: (any WatchdogRepository)?
+    public var maxWatchdogsPerUser = 20
+    /// The clock alarms' `nextFire` is computed against.
+    public var now: @Sendable () -> Date = { Date() }
     public var openEvents: EventStreamOpener
     /// The dashboard's files (`GET /` and what it loads), when there are any.
     public var staticFiles: (@Sendable (_ path: String) -> HTTPResponse?)?
@@ -190,6 +211,18 @@ public struct HTTPRoutes: Sendable {
             "# HELP smarthome_uptime_seconds Seconds since the bridge started.",
             "# TYPE smarthome_uptime_seconds gauge",
             "smarthome_uptime_seconds \(health.uptimeSeconds)",
+            "# HELP smarthome_notifications_sent_total Notifications delivered (a 2xx answer).",
+            "# TYPE smarthome_notifications_sent_total counter",
+            "smarthome_notifications_sent_total \(health.notifications.sent)",
+            "# HELP smarthome_notifications_failed_total Notifications given up after notify.attempts tries.",
+            "# TYPE smarthome_notifications_failed_total counter",
+            "smarthome_notifications_failed_total \(health.notifications.failed)",
+            "# HELP smarthome_notifications_retries_total Failed tries that were retried.",
+            "# TYPE smarthome_notifications_retries_total counter",
+            "smarthome_notifications_retries_total \(health.notifications.retried)",
+            "# HELP smarthome_notifications_dropped_total Notifications dropped because notify.max_queued were waiting.",
+            "# TYPE smarthome_notifications_dropped_total counter",
+            "smarthome_notifications_dropped_total \(health.notifications.dropped)",
             "# HELP smarthome_users Configured users.",
             "# TYPE smarthome_users gauge",
             "smarthome_users \(home.users.count)",

@@ -11,6 +11,18 @@ public protocol AlarmRepository: Sendable {
     func delete(uuid: String, userID: String) throws -> Bool
 }
 
+/// Watchdogs with their episodes' state, as the routes see them; every call names the owner.
+public protocol WatchdogRepository: Sendable {
+    func watchdogs(userID: String) throws -> [(Watchdog, WatchdogState)]
+    func watchdog(uuid: String, userID: String) throws -> (Watchdog, WatchdogState)?
+    func count(userID: String) throws -> Int
+    /// Stores a new watchdog; returns its state (armed now).
+    func create(_ watchdog: Watchdog) throws -> WatchdogState
+    /// Replaces the fields and starts a new episode; `nil` when the user has no such watchdog.
+    func update(_ watchdog: Watchdog) throws -> WatchdogState?
+    func delete(uuid: String, userID: String) throws -> Bool
+}
+
 /// Recorded readings as the history route sees them.
 public protocol HistoryRepository: Sendable {
     /// Readings at or after `since`, oldest first, at most `limit`.

@@ -38,13 +38,17 @@ public struct User: Sendable, Equatable {
     public var rooms: [Room]
     /// Named sets of the user's rooms whose lights switch together (README, "Groups").
     public var groups: [LightGroup]
+    /// Where the user's notifications go (`users[].notify`, README "Notifications").
+    public var notify: [NotifyTarget]
 
-    public init(id: String, username: String, passwordHash: String, rooms: [Room], groups: [LightGroup] = []) {
+    public init(id: String, username: String, passwordHash: String, rooms: [Room], groups: [LightGroup] = [],
+                notify: [NotifyTarget] = []) {
         self.id = id
         self.username = username
         self.passwordHash = passwordHash
         self.rooms = rooms
         self.groups = groups
+        self.notify = notify
     }
 
     /// One of the user's groups by its name (exactly: names are topic levels).

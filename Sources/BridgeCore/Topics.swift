@@ -135,7 +135,22 @@ public struct Topics: Sendable, Equatable {
 
     /// The user and uuid an alarm topic names, or `nil` for any other topic.
     public func parseAlarmTopic(_ topic: String) -> (user: String, uuid: String)? {
-        let prefix = base + "/bridge/alarms/"
+        parseReplicaTopic(topic, kind: "alarms")
+    }
+
+    /// `<base>/bridge/watchdogs/<user>/<uuid>`: a cluster's copy of one watchdog's fields, retained
+    /// like an alarm's (README "Watchdogs"); its episode stays with the owner.
+    public func watchdog(user: String, uuid: String) -> String { "\(base)/bridge/watchdogs/\(user)/\(uuid)" }
+
+    public var watchdogFilter: String { "\(base)/bridge/watchdogs/+/+" }
+
+    /// The user and uuid a watchdog topic names, or `nil` for any other topic.
+    public func parseWatchdogTopic(_ topic: String) -> (user: String, uuid: String)? {
+        parseReplicaTopic(topic, kind: "watchdogs")
+    }
+
+    private func parseReplicaTopic(_ topic: String, kind: String) -> (user: String, uuid: String)? {
+        let prefix = base + "/bridge/\(kind)/"
         guard topic.hasPrefix(prefix) else { return nil }
         let rest = topic.dropFirst(prefix.count).split(separator: "/", omittingEmptySubsequences: false)
         guard rest.count == 2, rest.allSatisfy({ !$0.isEmpty }) else { return nil }

@@ -53,7 +53,7 @@ enum UsersDecoder {
         return users
     }
 
-    private static func members(
+    static func members(
         of node: ConfigNode, path: String, allowed: [String], issues: inout [ConfigIssue]
     ) -> [String: ConfigNode]? {
         guard case .mapping(let pairs, _) = node else {
@@ -74,7 +74,7 @@ enum UsersDecoder {
         return result
     }
 
-    private static func text(_ node: ConfigNode?, path: String, parentLine: Int, issues: inout [ConfigIssue]) -> String? {
+    static func text(_ node: ConfigNode?, path: String, parentLine: Int, issues: inout [ConfigIssue]) -> String? {
         switch node {
         case .scalar(let value, _, let line)?:
             if value.isEmpty {
@@ -109,7 +109,8 @@ enum UsersDecoder {
     private static func decodeUser(_ node: ConfigNode, path: String, issues: inout [ConfigIssue])
         -> (user: User?, id: String?, username: String?)
     {
-        guard let fields = members(of: node, path: path, allowed: ["id", "username", "password_hash", "rooms", "groups"],
+        guard let fields = members(of: node, path: path,
+                                   allowed: ["id", "username", "password_hash", "rooms", "groups", "notify"],
                                    issues: &issues) else { return (nil, nil, nil) }
         let before = issues.count
         let id = text(fields["id"], path: "\(path).id", parentLine: node.line, issues: &issues)
@@ -124,8 +125,10 @@ enum UsersDecoder {
         }
         let rooms = decodeRooms(fields["rooms"], path: "\(path).rooms", parentLine: node.line, issues: &issues)
         let groups = fields["groups"].map { decodeGroups($0, path: "\(path).groups", rooms: rooms, issues: &issues) } ?? []
+        let notify = fields["notify"].map { decodeNotify($0, path: "\(path).notify", issues: &issues) } ?? []
         guard issues.count == before, let id, let username, let hash else { return (nil, id, username) }
-        return (User(id: id, username: username, passwordHash: hash, rooms: rooms, groups: groups), id, username)
+        return (User(id: id, username: username, passwordHash: hash, rooms: rooms, groups: groups, notify: notify),
+                id, username)
     }
 
     /// `groups: [{ name, rooms: [...] }]`: each name a topic level used once, each room one of the

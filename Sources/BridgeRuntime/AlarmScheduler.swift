@@ -39,8 +39,8 @@ final class AlarmScheduler: BridgeFeature {
             switch schedule.decide(alarm, now: now, handledThrough: handledThrough) {
             case .wait:
                 continue
-            case .skip(let occurrence):
-                logger.warning("alarm missed by more than scheduler.grace; skipped",
+            case .skip(let occurrence, let reason):
+                logger.warning("alarm skipped: \(reason)",
                                ["user": alarm.userID, "alarm": alarm.uuid, "due": Timestamp.iso8601(occurrence)])
                 record(alarm, occurrence: occurrence, now: now, skipped: true)
             case .fire(let occurrence):

@@ -103,4 +103,24 @@ extension Bridge {
             break
         }
     }
+
+    /// Settings that work but deserve a line at every start.
+    static func warnAboutSettings(_ configuration: BridgeConfiguration, logger: Logger) {
+        for warning in configuration.warnings {
+            logger.warning("UNSAFE: " + warning)
+        }
+        if configuration.http.legacyRoutes {
+            logger.warning("legacy seed routes are on: /login/:username/:password carries passwords in URLs; "
+                + "turn http.legacy_routes off unless an old app needs them")
+        }
+        // Legal MQTT, but RabbitMQ's MQTT plugin maps topics to AMQP routing keys and back, so a
+        // subscriber there gets '.' as '/' and '*' as '+': nobody's filter (nor this bridge's
+        // command filter) matches the topics it then sees. A warning, as mosquitto is fine.
+        let levels = [("mqtt.base_topic", configuration.mqtt.baseTopic),
+                      ("homeassistant.prefix", configuration.homeAssistant.prefix)]
+        for (key, value) in levels where value.contains(".") || value.contains("*") {
+            logger.warning("\(key) contains '.' or '*', which RabbitMQ's MQTT plugin delivers as '/' or '+'; "
+                + "choose one without them to use RabbitMQ (docs/brokers.md)", ["value": value])
+        }
+    }
 }

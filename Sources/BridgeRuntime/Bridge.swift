@@ -82,7 +82,12 @@ public final class Bridge: Sendable {
                                             perUser: configuration.http.maxStreamsPerUser))
         let groups = GroupStatePublisher(store: store, outbound: outbound, topics: topics,
                                          membership: configuration.cluster.membership)
-        for subscriber in [recorder, events, commands, groups] as [any StateSubscriber] { bus.subscribe(subscriber) }
+        let observer = SensorObserver()
+        // Only this instance's users: another instance notifies for its own.
+        let notifier = Notifier(users: configuration.owned.users, settings: configuration.notify, logger: logger)
+        for subscriber in [recorder, events, commands, groups, observer, notifier] as [any StateSubscriber] {
+            bus.subscribe(subscriber)
+        }
         let homieFeature = try homie.map {
             try HomieFeature(configuration: configuration, brokerURL: broker, devices: $0, store: store, broker: mqtt,
                              logger: logger)
@@ -93,15 +98,23 @@ public final class Bridge: Sendable {
         let alarmStore = AlarmStore(database: database)
         let schedule = AlarmSchedule(
             timeZone: configuration.scheduler.timezone.flatMap(TimeZone.init(identifier:)) ?? .current,
-            grace: configuration.scheduler.grace)
+            grace: configuration.scheduler.grace, location: configuration.scheduler.location)
+        let watchdogStore = WatchdogStore(database: database)
         let replication = clustered
-            ? AlarmReplication(store: alarmStore, home: store, topics: topics, outbound: outbound, logger: logger) : nil
+            ? AlarmReplication(records: ReplicatedAlarms(store: alarmStore, topics: topics), home: store, outbound: outbound,
+                               logger: logger) : nil
+        let watchdogReplication = clustered
+            ? WatchdogReplication(records: ReplicatedWatchdogs(store: watchdogStore, topics: topics), home: store,
+                                  outbound: outbound, logger: logger) : nil
         var features: [any BridgeFeature] = [
             publisher, commands, groups, recorder, events, source,
             HomeAssistantFeature(identity: identity, discovery: discovery, announced: AnnouncedConfigStore(database: database),
                                  store: store, publisher: publisher, outbound: outbound, router: router, logger: logger),
             AlarmScheduler(store: alarmStore, schedule: schedule, controller: controller, commands: commands,
                            replication: replication, logger: logger),
+            WatchdogMonitor(store: watchdogStore, rules: WatchdogRules(timeZone: schedule.calendar.timeZone),
+                            observer: observer, controller: controller, logger: logger),
+            notifier,
         ]
         if let devices { features.append(devices) }
         if let homieFeature { features.append(homieFeature) }
@@ -113,7 +126,7 @@ public final class Bridge: Sendable {
             clusterHistory = ClusterHistory(local: DatabaseHistory(store: history), membership: configuration.cluster.membership,
                                             topics: topics, outbound: outbound,
                                             timeout: configuration.cluster.commandTimeout, logger: logger)
-            features += [replication, mirrors!, clusterHistory!,
+            features += [replication, mirrors!, clusterHistory!, watchdogReplication!,
                          try ClusterPeers(configuration: configuration, broker: broker, store: store, publisher: publisher,
                                           sessions: sessions, online: online, logger: logger)]
         }
@@ -121,9 +134,10 @@ public final class Bridge: Sendable {
         http = HTTPFrontend.server(configuration: configuration, parts: HTTPFrontend.Parts(
             store: store, broker: mqtt, brokerAddress: brokerAddress, startedAt: startedAt, sessions: sessions,
             alarms: DatabaseAlarms(store: alarmStore, replication: replication),
-            history: clusterHistory ?? DatabaseHistory(store: history), schedule: schedule, events: events,
-            commands: commands, mirrors: mirrors, roomDocuments: publisher.roomDocuments, devices: devices),
-            logger: logger)
+            history: clusterHistory ?? DatabaseHistory(store: history), schedule: schedule,
+            watchdogs: DatabaseWatchdogs(store: watchdogStore, replication: watchdogReplication), notifier: notifier,
+            events: events, commands: commands, mirrors: mirrors, roomDocuments: publisher.roomDocuments,
+            devices: devices), logger: logger)
     }
 
     /// The port the HTTP server listens on (useful when `http.port` is 0).
@@ -135,7 +149,7 @@ public final class Bridge: Sendable {
         try http.start()
         logger.info("HTTP listening", ["bind": configuration.http.bind, "port": String(http.port),
                                        "scheme": configuration.http.tlsCert == nil ? "http" : "https"])
-        warnAboutSettings()
+        Bridge.warnAboutSettings(configuration, logger: logger)
         controller.seed(source.initialReadings())
         do {
             let restored = controller.restore(try history.lastValues())
@@ -164,25 +178,6 @@ public final class Bridge: Sendable {
         http.stop()
     }
 
-    private func warnAboutSettings() {
-        for warning in configuration.warnings {
-            logger.warning("UNSAFE: " + warning)
-        }
-        if configuration.http.legacyRoutes {
-            logger.warning("legacy seed routes are on: /login/:username/:password carries passwords in URLs; "
-                + "turn http.legacy_routes off unless an old app needs them")
-        }
-        // Legal MQTT, but RabbitMQ's MQTT plugin maps topics to AMQP routing keys and back, so a
-        // subscriber there gets '.' as '/' and '*' as '+': nobody's filter (nor this bridge's
-        // command filter) matches the topics it then sees. A warning, as mosquitto is fine.
-        let levels = [("mqtt.base_topic", configuration.mqtt.baseTopic),
-                      ("homeassistant.prefix", configuration.homeAssistant.prefix)]
-        for (key, value) in levels where value.contains(".") || value.contains("*") {
-            logger.warning("\(key) contains '.' or '*', which RabbitMQ's MQTT plugin delivers as '/' or '+'; "
-                + "choose one without them to use RabbitMQ (docs/brokers.md)", ["value": value])
-        }
-    }
-
     /// The MQTT event loop: connection events to the log and to every feature, messages to the
     /// features that subscribed to them.
     private func handleEvents() async {
@@ -199,14 +194,5 @@ public final class Bridge: Sendable {
                 router.route(message)
             }
         }
-    }
-}
-
-/// A start-up problem outside any one library: names what went wrong.
-public struct RuntimeError: Error, CustomStringConvertible {
-    public var description: String
-
-    public init(_ description: String) {
-        self.description = description
     }
 }

@@ -16,6 +16,8 @@ enum HTTPFrontend {
         var alarms: any AlarmRepository
         var history: any HistoryRepository
         var schedule: AlarmSchedule
+        var watchdogs: any WatchdogRepository
+        var notifier: Notifier
         var events: EventHub
         var commands: CommandService
         var mirrors: MirrorSubscriptions?
@@ -56,6 +58,8 @@ enum HTTPFrontend {
         routes.allowedHosts = HostAllowList(configured: configuration.http.allowedHosts, bind: configuration.http.bind)
         routes.trustedProxies = configuration.http.trustedProxySet
         routes.securityLog = SecurityLog.recorder(logger)
+        routes.watchdogs = parts.watchdogs
+        routes.maxWatchdogsPerUser = configuration.watchdogs.maxPerUser
         routes.reportFailure = { (request: HTTPRequest, error: any Error) in
             // The legacy login route carries a password in its path: never logged.
             let path = request.path.hasPrefix("/login/") ? "/login/…" : request.path
@@ -77,7 +81,8 @@ enum HTTPFrontend {
                         devicePayloadErrors: parts.devices?.payloadErrors.map {
                             HTTPRoutes.Health.PayloadErrors(user: $0.0.user, room: $0.0.room, sensor: $0.1, count: $0.2)
                         } ?? [],
-                        deviceMessagesDropped: parts.devices?.droppedMessages ?? 0
+                        deviceMessagesDropped: parts.devices?.droppedMessages ?? 0,
+                        notifications: parts.notifier.snapshot
                     )
                 }
             )

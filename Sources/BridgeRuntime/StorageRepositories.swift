@@ -29,6 +29,38 @@ struct DatabaseAlarms: AlarmRepository {
     }
 }
 
+/// The API's watchdog repository, backed by the database.
+struct DatabaseWatchdogs: WatchdogRepository {
+    let store: WatchdogStore
+    var replication: WatchdogReplication? = nil
+
+    func watchdogs(userID: String) throws -> [(Watchdog, WatchdogState)] { try store.watchdogs(userID: userID) }
+    func watchdog(uuid: String, userID: String) throws -> (Watchdog, WatchdogState)? {
+        try store.watchdog(uuid: uuid, userID: userID)
+    }
+    func count(userID: String) throws -> Int { try store.count(userID: userID) }
+
+    func create(_ watchdog: Watchdog) throws -> WatchdogState {
+        let now = Date()
+        try store.insert(watchdog, now: now)
+        replication?.changed(watchdog)
+        return WatchdogState(armedAt: now)
+    }
+
+    func update(_ watchdog: Watchdog) throws -> WatchdogState? {
+        let now = Date()
+        guard try store.update(watchdog, now: now) else { return nil }
+        replication?.changed(watchdog)
+        return WatchdogState(armedAt: now)
+    }
+
+    func delete(uuid: String, userID: String) throws -> Bool {
+        guard try store.delete(uuid: uuid, userID: userID) else { return false }
+        replication?.deleted(uuid: uuid, userID: userID)
+        return true
+    }
+}
+
 /// The API's history repository, backed by the database.
 struct DatabaseHistory: HistoryRepository {
     let store: HistoryStore

@@ -10,6 +10,11 @@ struct WorkQueue<Job: Sendable>: Sendable {
         (jobs, continuation) = AsyncStream.makeStream(of: Job.self, bufferingPolicy: .bufferingOldest(capacity))
     }
 
+    /// Ends the stream: whoever reads `jobs` stops after the jobs already queued.
+    func finish() {
+        continuation.finish()
+    }
+
     /// Queues a job; false when the queue is full (or the feature has stopped).
     @discardableResult
     func submit(_ job: Job) -> Bool {

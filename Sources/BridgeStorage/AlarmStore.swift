@@ -10,10 +10,12 @@ public struct AlarmStore: Sendable {
         self.database = database
     }
 
-    private static let columns = "uuid, user_id, title, fire_date, is_enabled, repeats, action_room, action_lights"
+    private static let columns =
+        "uuid, user_id, title, fire_date, is_enabled, repeats, action_room, action_lights, days, sun_event, sun_offset"
+    private static let columnCount = 11
 
     private static func alarm(from row: [SQLValue]) -> Alarm? {
-        guard row.count == 8, let uuid = row[0].text, let user = row[1].text, let title = row[2].text,
+        guard row.count == columnCount, let uuid = row[0].text, let user = row[1].text, let title = row[2].text,
               let fireDate = row[3].real, let enabled = row[4].integer, let repeats = row[5].text.flatMap(Alarm.Repeats.init)
         else { return nil }
         var action: Alarm.Action?
@@ -24,8 +26,14 @@ public struct AlarmStore: Sendable {
                 action = Alarm.Action(room: room, lights: lights)
             }
         }
+        // Weekdays as "mon,fri"; the sun as its event and the offset in seconds.
+        let days = Set((row[8].text ?? "").split(separator: ",").compactMap { Alarm.Weekday(rawValue: String($0)) })
+        var sun: Alarm.SunTime?
+        if let event = row[9].text.flatMap(SolarEvents.Event.init(rawValue:)) {
+            sun = Alarm.SunTime(event: event, offset: row[10].real ?? 0)
+        }
         return Alarm(uuid: uuid, userID: user, title: title, fireDate: Date(timeIntervalSince1970: fireDate),
-                     isEnabled: enabled != 0, repeats: repeats, action: action)
+                     isEnabled: enabled != 0, repeats: repeats, action: action, days: days, sun: sun)
     }
 
     /// `action_room` holds a room id, `*` (every light) or `group:<name>`: room ids and group names
@@ -35,7 +43,9 @@ public struct AlarmStore: Sendable {
     private static func values(_ alarm: Alarm) -> [SQLValue] {
         [.text(alarm.title), .real(alarm.fireDate.timeIntervalSince1970), .integer(alarm.isEnabled ? 1 : 0),
          .text(alarm.repeats.rawValue), alarm.action.map { .text($0.group.map { groupPrefix + $0 } ?? $0.room) } ?? .null,
-         alarm.action.map { .text($0.lights.rawValue) } ?? .null]
+         alarm.action.map { .text($0.lights.rawValue) } ?? .null,
+         alarm.days.isEmpty ? .null : .text(alarm.days.sorted().map(\.rawValue).joined(separator: ",")),
+         alarm.sun.map { .text($0.event.rawValue) } ?? .null, alarm.sun.map { .real($0.offset) } ?? .null]
     }
 
     /// Stores a new alarm. Occurrences up to `now` count as handled: a new alarm never fires for a
@@ -44,8 +54,8 @@ public struct AlarmStore: Sendable {
         try database.execute(
             """
             INSERT INTO alarms (title, fire_date, is_enabled, repeats, action_room, action_lights,
-                                uuid, user_id, handled_through, created_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                days, sun_event, sun_offset, uuid, user_id, handled_through, created_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """,
             Self.values(alarm) + [.text(alarm.uuid), .text(alarm.userID), .real(now.timeIntervalSince1970),
                                   .real(now.timeIntervalSince1970)]
@@ -58,7 +68,7 @@ public struct AlarmStore: Sendable {
         try database.execute(
             """
             UPDATE alarms SET title = ?, fire_date = ?, is_enabled = ?, repeats = ?, action_room = ?,
-                action_lights = ?, handled_through = ?
+                action_lights = ?, days = ?, sun_event = ?, sun_offset = ?, handled_through = ?
             WHERE uuid = ? AND user_id = ?
             """,
             Self.values(alarm) + [.real(now.timeIntervalSince1970), .text(alarm.uuid), .text(alarm.userID)]
@@ -81,7 +91,9 @@ public struct AlarmStore: Sendable {
     /// Every enabled alarm with the time through which its occurrences are handled.
     public func enabledAlarms() throws(StorageError) -> [(alarm: Alarm, handledThrough: Date)] {
         try database.query("SELECT \(Self.columns), handled_through FROM alarms WHERE is_enabled = 1").compactMap { row in
-            guard let alarm = Self.alarm(from: Array(row.prefix(8))), let handled = row[8].real else { return nil }
+            guard let alarm = Self.alarm(from: Array(row.prefix(Self.columnCount))),
+                  let handled = row[Self.columnCount].real
+            else { return nil }
             return (alarm, Date(timeIntervalSince1970: handled))
         }
     }

@@ -77,5 +77,34 @@ public struct Migration: Sendable {
         ]),
         // The discovery configs the bridge announced (AnnouncedConfigStore).
         Migration(version: 4, statements: ["CREATE TABLE announced_configs (topic TEXT PRIMARY KEY)"]),
+        // Weekly alarms' days and alarms relative to the sun (README "Alarms").
+        Migration(version: 5, statements: [
+            "ALTER TABLE alarms ADD COLUMN days TEXT",
+            "ALTER TABLE alarms ADD COLUMN sun_event TEXT",
+            "ALTER TABLE alarms ADD COLUMN sun_offset REAL",
+        ]),
+        // Watchdogs with their episode's state, which survives restarts (README "Watchdogs").
+        Migration(version: 6, statements: [
+            """
+            CREATE TABLE watchdogs (
+                uuid TEXT PRIMARY KEY,
+                user_id TEXT NOT NULL,
+                title TEXT NOT NULL,
+                room TEXT NOT NULL,
+                sensor TEXT NOT NULL,
+                condition TEXT NOT NULL,
+                value REAL,
+                duration REAL NOT NULL,
+                quiet_from INTEGER,
+                quiet_to INTEGER,
+                is_enabled INTEGER NOT NULL,
+                phase TEXT NOT NULL,
+                fired_at REAL,
+                breach_since REAL,
+                armed_at REAL NOT NULL
+            )
+            """,
+            "CREATE INDEX watchdogs_by_user ON watchdogs (user_id)",
+        ]),
     ]
 }

@@ -29,7 +29,7 @@ import Testing
                 fired.append(occurrence)
                 handled = occurrence
                 if alarm.repeats == .never { alarm.isEnabled = false }
-            case .skip(let occurrence): handled = occurrence
+            case .skip(let occurrence, _): handled = occurrence
             }
         }
         return fired
@@ -63,7 +63,7 @@ import Testing
         #expect(utc.decide(wake, now: date("2026-12-01T07:05:00Z"), handledThrough: handled)
             == .fire(occurrence: date("2026-12-01T07:00:00Z")))
         #expect(utc.decide(wake, now: date("2026-12-01T07:30:00Z"), handledThrough: handled)
-            == .skip(occurrence: date("2026-12-01T07:00:00Z")))
+            == .skip(occurrence: date("2026-12-01T07:00:00Z"), reason: .late))
         #expect(utc.decide(wake, now: date("2026-12-01T06:59:59Z"), handledThrough: handled) == .wait)
         // Down for three days: only the latest daily occurrence is considered, once.
         let daily = alarm("2026-12-01T07:00:00Z")
@@ -90,8 +90,9 @@ import Testing
         let late = alarm("2026-12-01T21:00:00Z")
         var early = alarm("2026-12-09T06:30:00Z")
         early.title = "Early"
-        #expect(utc.timeOfDayOrder(early, late))
-        #expect(!utc.timeOfDayOrder(late, early))
+        let now = date("2026-12-01T00:00:00Z")
+        #expect(utc.timeOfDayOrder(early, late, now: now))
+        #expect(!utc.timeOfDayOrder(late, early, now: now))
     }
 }
 
@@ -125,7 +126,17 @@ import Testing
          "at most 1024 bytes"),
         (#"{"title":"x","fireDate":"tomorrow"}"#, "field \"fireDate\""),
         (#"{"title":"x"}"#, "field \"fireDate\""),
-        (#"{"title":"x","fireDate":"2026-12-01T07:00:00Z","repeats":"weekly"}"#, "field \"repeats\""),
+        (#"{"title":"x","fireDate":"2026-12-01T07:00:00Z","repeats":"hourly"}"#, "field \"repeats\""),
+        (#"{"title":"x","fireDate":"2026-12-01T07:00:00Z","repeats":"weekly"}"#, "field \"days\" is required"),
+        (#"{"title":"x","fireDate":"2026-12-01T07:00:00Z","repeats":"weekly","days":[]}"#, "field \"days\""),
+        (#"{"title":"x","fireDate":"2026-12-01T07:00:00Z","repeats":"weekly","days":["mon","funday"]}"#, "field \"days\""),
+        (#"{"title":"x","fireDate":"2026-12-01T07:00:00Z","repeats":"daily","days":["mon"]}"#, "only for \"repeats\":\"weekly\""),
+        (#"{"title":"x","fireDate":"2026-12-01T07:00:00Z","sun":"sunrise"}"#, "field \"sun\""),
+        (#"{"title":"x","fireDate":"2026-12-01T07:00:00Z","sun":{"event":"noon"}}"#, "field \"sun.event\""),
+        (#"{"title":"x","fireDate":"2026-12-01T07:00:00Z","sun":{"event":"sunset","offset":"soon"}}"#, "field \"sun.offset\""),
+        (#"{"title":"x","fireDate":"2026-12-01T07:00:00Z","sun":{"event":"sunset","offset":"-7h"}}"#, "field \"sun.offset\""),
+        (#"{"title":"x","fireDate":"2026-12-01T07:00:00Z","sun":{"event":"sunset","offset":"--1m"}}"#, "field \"sun.offset\""),
+        (#"{"title":"x","fireDate":"2026-12-01T07:00:00Z","sun":{"event":"sunset","at":"1m"}}"#, "field \"sun.at\""),
         (#"{"title":"x","fireDate":"2026-12-01T07:00:00Z","isEnabled":1}"#, "field \"isEnabled\""),
         (#"{"title":"x","fireDate":"2026-12-01T07:00:00Z","isEnabled":"yes"}"#, "field \"isEnabled\""),
         (#"{"title":"x","fireDate":"2026-12-01T07:00:00Z","action":{"room":"garage","lights":"ON"}}"#, "field \"action.room\""),

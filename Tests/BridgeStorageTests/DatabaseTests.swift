@@ -1,3 +1,4 @@
+import BridgeCore
 import BridgeStorage
 import Foundation
 import Testing
@@ -51,6 +52,33 @@ import Testing
         let database = try Database(path: path, migrations: [])
         #expect(database.schemaVersion == 0)
         #expect(try database.query("SELECT name FROM sqlite_master WHERE name = 'a'").isEmpty)
+    }
+
+    @Test func watchdogsKeepTheirFieldsAndEpisodeAcrossReopeningAndAnEditRearmsThem() throws {
+        let armed = Date(timeIntervalSince1970: 1_796_083_200)
+        let watchdog = Watchdog(uuid: "w1", userID: "1", title: "Warm", room: "bedroom", sensor: .temperature,
+                                condition: .above, value: 28.5, duration: 1800,
+                                quiet: Watchdog.QuietHours(from: 22 * 60, to: 7 * 60))
+        do {
+            let store = WatchdogStore(database: try Database(path: path))
+            try store.insert(watchdog, now: armed)
+            let fired = WatchdogState(phase: .fired, firedAt: armed.addingTimeInterval(60),
+                                      breachSince: armed.addingTimeInterval(10), armedAt: armed)
+            try store.save(fired, uuid: "w1")
+        }
+        let store = WatchdogStore(database: try Database(path: path))
+        let (kept, state) = try #require(try store.watchdog(uuid: "w1", userID: "1"))
+        #expect(kept == watchdog)
+        #expect(state.phase == .fired && state.firedAt == armed.addingTimeInterval(60)
+            && state.breachSince == armed.addingTimeInterval(10))
+        #expect(try store.watchdog(uuid: "w1", userID: "2") == nil, "another user's watchdog")
+        #expect(try store.count(userID: "1") == 1)
+        #expect(try store.update(watchdog, now: armed.addingTimeInterval(99)))
+        let (_, rearmed) = try #require(try store.watchdog(uuid: "w1", userID: "1"))
+        #expect(rearmed == WatchdogState(armedAt: armed.addingTimeInterval(99)))
+        #expect(try store.delete(uuid: "w1", userID: "2") == false)
+        #expect(try store.delete(uuid: "w1", userID: "1"))
+        #expect(try store.enabled().isEmpty)
     }
 
     @Test func announcedConfigsAreReplacedAsAWholeAndSurviveReopening() throws {

@@ -52,7 +52,9 @@ struct AlarmsAndHistoryTests {
 
         // Each bad field is named.
         for (body, field) in [(#"{"fireDate":"2026-12-01T07:00:00Z"}"#, "title"), (#"{"title":"x","fireDate":"soon"}"#, "fireDate"),
-                              (#"{"title":"x","fireDate":"2026-12-01T07:00:00Z","repeats":"weekly"}"#, "repeats"),
+                              (#"{"title":"x","fireDate":"2026-12-01T07:00:00Z","repeats":"hourly"}"#, "repeats"),
+                              (#"{"title":"x","fireDate":"2026-12-01T07:00:00Z","repeats":"weekly"}"#, "days"),
+                              (#"{"title":"x","fireDate":"2026-12-01T07:00:00Z","sun":{"event":"sunrise"}}"#, "sun"),
                               (#"{"title":"x","fireDate":"2026-12-01T07:00:00Z","action":{"room":"attic","lights":"ON"}}"#, "action.room")] {
             let reply = try await HTTP.send(port, "/api/v1/alarms", method: "POST", body: Data(body.utf8), token: alice)
             #expect(reply.status == 400)
@@ -80,6 +82,67 @@ struct AlarmsAndHistoryTests {
         #expect(try await HTTP.send(port, "/api/v1/alarms/\(morningID)", method: "DELETE", token: alice).status == 204)
         #expect(try await HTTP.send(port, "/api/v1/alarms/\(morningID)", method: "GET", token: alice).status == 404)
         #expect(try await HTTP.send(port, "/api/v1/alarms", method: "GET").status == 401)
+    }
+
+    /// Weekly alarms and alarms relative to the sun (README "Alarms"): stored, answered with
+    /// `nextFire`, kept across a restart (the migration's columns), and a weekly one fires on its day.
+    @Test func weeklyAndSunAlarmsAnswerNextFireSurviveARestartAndFire() async throws {
+        let broker = try await TestBroker()
+        let storage = try TestFiles.makeDirectory("sun").appendingPathComponent("bridge.sqlite").path
+        let place = ["SMARTHOME_SCHEDULER_TIMEZONE": "Europe/Berlin", "SMARTHOME_SCHEDULER_LATITUDE": "52.52",
+                     "SMARTHOME_SCHEDULER_LONGITUDE": "13.41"]
+        var bridge = try await BridgeProcess(broker: broker, storagePath: storage, environment: place)
+        var token = try await APITests.token(bridge.httpPort, "Cemalettin", "12345")
+        let watcher = try await TestSubscriber(broker: broker.port, subscribe: ["smarthome/1/events"])
+
+        let dusk = try await HTTP.send(bridge.httpPort, "/api/v1/alarms", method: "POST", body: Data(
+            #"{"title":"Dusk","fireDate":"2026-01-01T00:00:00Z","repeats":"daily","sun":{"event":"sunset","offset":"-30m"}}"#.utf8),
+            token: token)
+        #expect(dusk.status == 201, "\(dusk.text)")
+        let duskID = try #require(Self.object(dusk)["uuid"] as? String)
+        let nextText = try #require(Self.object(dusk)["nextFire"] as? String, "\(dusk.text)")
+        let next = try #require(try? Date(nextText, strategy: .iso8601))
+        #expect(next > Date() && next < Date(timeIntervalSinceNow: 2 * 86_400), "\(nextText)")
+
+        // A weekly alarm on today's weekday (Berlin), two seconds from now: fires once.
+        var berlin = Calendar(identifier: .gregorian)
+        berlin.timeZone = TimeZone(identifier: "Europe/Berlin")!
+        let soon = Date(timeIntervalSinceNow: 2)
+        let weekday = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"][berlin.component(.weekday, from: soon) - 1]
+        let other = weekday == "mon" ? "tue" : "mon"
+        let weekly = try await HTTP.send(bridge.httpPort, "/api/v1/alarms", method: "POST", body: Data(
+            #"{"title":"Weekly","fireDate":"\#(Date.ISO8601FormatStyle().format(soon))","repeats":"weekly","days":["\#(other)","\#(weekday)"]}"#.utf8),
+            token: token)
+        #expect(weekly.status == 201, "\(weekly.text)")
+        let weeklyID = try #require(Self.object(weekly)["uuid"] as? String)
+        let event = try await watcher.waitFor(timeout: 10) { $0.text.contains(#""type":"alarm""#) }
+        #expect(event.text.contains(weeklyID))
+
+        // Disabled: no next firing, and the reason.
+        let off = try await HTTP.send(bridge.httpPort, "/api/v1/alarms/\(duskID)/toggle", method: "POST", token: token)
+        #expect(Self.object(off)["nextFire"] is NSNull)
+        #expect(Self.object(off)["skipReason"] as? String == "disabled")
+
+        // After a restart on the same database, both come back as they were.
+        bridge.signal(SIGTERM)
+        _ = bridge.waitForExit(timeout: 10)
+        bridge = try await BridgeProcess(broker: broker, storagePath: storage, environment: place)
+        token = try await APITests.token(bridge.httpPort, "Cemalettin", "12345")
+        let again = Self.object(try await HTTP.send(bridge.httpPort, "/api/v1/alarms/\(duskID)", method: "GET", token: token))
+        #expect((again["sun"] as? [String: Any])?["offset"] as? String == "-30m")
+        #expect((again["sun"] as? [String: Any])?["event"] as? String == "sunset")
+        let weeklyAgain = Self.object(try await HTTP.send(bridge.httpPort, "/api/v1/alarms/\(weeklyID)", method: "GET",
+                                                          token: token))
+        #expect(Set(weeklyAgain["days"] as? [String] ?? []) == [weekday, other])
+        #expect(weeklyAgain["nextFire"] is String, "a weekly alarm has a next firing after it fired")
+
+        // Without a place the sun is refused, naming the field and the keys it needs.
+        let unplaced = try await BridgeProcess(broker: broker)
+        let refused = try await HTTP.send(unplaced.httpPort, "/api/v1/alarms", method: "POST", body: Data(
+            #"{"title":"Dawn","fireDate":"2026-01-01T00:00:00Z","repeats":"daily","sun":{"event":"sunrise"}}"#.utf8),
+            token: try await APITests.token(unplaced.httpPort, "Cemalettin", "12345"))
+        #expect(refused.status == 400)
+        #expect(refused.text.contains(#"field \"sun\""#) && refused.text.contains("scheduler.latitude"), "\(refused.text)")
     }
 
     @Test func anAlarmFiresItsEventAndActionOnceThenDisablesItself() async throws {
@@ -127,7 +190,7 @@ struct AlarmsAndHistoryTests {
             if shouldFire {
                 try await watcher.waitFor { $0.text.contains("While down \(grace)") }
             } else {
-                #expect(await second.waitForLog("alarm missed by more than scheduler.grace"))
+                #expect(await second.waitForLog("alarm skipped: missed by more than scheduler.grace"))
                 try await Task.sleep(for: .seconds(1.5))
                 #expect(!watcher.messages.contains { $0.text.contains("While down \(grace)") })
             }

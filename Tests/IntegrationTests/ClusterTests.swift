@@ -224,32 +224,59 @@ struct ClusterTests {
         #expect(noHistory.status == 504, "\(noHistory.text)")
     }
 
+    /// Every instance on one broker, and a generated user instance 2 owns, logged in on instance 0.
+    static func startAll(_ broker: TestBroker) async throws -> (bridges: [BridgeProcess], user: String, token: String) {
+        var bridges: [BridgeProcess] = []
+        for index in 0..<instances { bridges.append(try await start(index, broker: broker)) }
+        let user = try #require(userIDs.first { membership.owner(of: $0) == 2 && $0.hasPrefix("u") })
+        return (bridges, user, try await APITests.token(bridges[0].httpPort, "user\(user)", "12345"))
+    }
+
+    /// `GET /api/v1/<kind>` on one instance: the `<kind>` list.
+    static func list(_ kind: String, on bridge: BridgeProcess, token: String) async throws -> [[String: Any]] {
+        let reply = try await HTTP.send(bridge.httpPort, "/api/v1/\(kind)", method: "GET", token: token)
+        return json(reply)?[kind] as? [[String: Any]] ?? []
+    }
+
+    /// Posts `body` to `/api/v1/<kind>` on instance 0 and waits until every instance lists it; its uuid.
+    static func createEverywhere(_ kind: String, _ body: String, title: String, bridges: [BridgeProcess],
+                                 token: String) async throws -> String {
+        let created = try await HTTP.send(bridges[0].httpPort, "/api/v1/\(kind)", method: "POST", body: Data(body.utf8),
+                                          token: token)
+        #expect(created.status == 201, "\(created.text)")
+        let uuid = try #require(json(created)?["uuid"] as? String)
+        for (index, bridge) in bridges.enumerated() {
+            let found = try await poll(until: { !$0.isEmpty }) {
+                try await list(kind, on: bridge, token: token).filter { $0["uuid"] as? String == uuid }
+            }
+            #expect(found.first?["title"] as? String == title, "instance \(index) does not list the new one of \(kind)")
+        }
+        return uuid
+    }
+
+    /// Deletes one of `kind` on instance 1 and waits until no instance lists it.
+    static func deleteEverywhere(_ kind: String, _ uuid: String, bridges: [BridgeProcess], token: String) async throws {
+        let deleted = try await HTTP.send(bridges[1].httpPort, "/api/v1/\(kind)/\(uuid)", method: "DELETE", token: token)
+        #expect(deleted.status == 204)
+        for (index, bridge) in bridges.enumerated() {
+            let remaining = try await poll(until: { $0 == 0 }) {
+                try await list(kind, on: bridge, token: token).filter { $0["uuid"] as? String == uuid }.count
+            }
+            #expect(remaining == 0, "instance \(index) still lists a deleted one of \(kind)")
+        }
+    }
+
     @Test func alarmsAreOnEveryInstanceAndFireOnceOnTheOwner() async throws {
         let broker = try await TestBroker()
-        var bridges: [BridgeProcess] = []
-        for index in 0..<Self.instances { bridges.append(try await Self.start(index, broker: broker)) }
+        let (bridges, user, token) = try await Self.startAll(broker)
         defer { for bridge in bridges { bridge.signal(SIGTERM); _ = bridge.waitForExit(timeout: 5) } }
-        let user = try #require(Self.userIDs.first { Self.membership.owner(of: $0) == 2 && $0.hasPrefix("u") })
         let watcher = try await TestSubscriber(broker: broker, subscribe: ["smarthome/\(user)/#"], name: "watcher")
-        let token = try await APITests.token(bridges[0].httpPort, "user\(user)", "12345")
-        let list = { (bridge: BridgeProcess) async throws -> [[String: Any]] in
-            let reply = try await HTTP.send(bridge.httpPort, "/api/v1/alarms", method: "GET", token: token)
-            return Self.json(reply)?["alarms"] as? [[String: Any]] ?? []
-        }
+        let list = { (bridge: BridgeProcess) in try await Self.list("alarms", on: bridge, token: token) }
 
         // Created on instance 0, for a user instance 2 owns, due in a few seconds.
         let due = Date.ISO8601FormatStyle().format(Date().addingTimeInterval(4))
         let body = #"{"title":"Lights on","fireDate":"\#(due)","repeats":"never","action":{"room":"kitchen","lights":"ON"}}"#
-        let created = try await HTTP.send(bridges[0].httpPort, "/api/v1/alarms", method: "POST",
-                                          body: Data(body.utf8), token: token)
-        #expect(created.status == 201, "\(created.text)")
-        let uuid = try #require(Self.json(created)?["uuid"] as? String)
-        for (index, bridge) in bridges.enumerated() {
-            let found = try await Self.poll(until: { !$0.isEmpty }) {
-                try await list(bridge).filter { $0["uuid"] as? String == uuid }
-            }
-            #expect(found.first?["title"] as? String == "Lights on", "instance \(index) does not list the alarm")
-        }
+        let uuid = try await Self.createEverywhere("alarms", body, title: "Lights on", bridges: bridges, token: token)
 
         // It fires once, on the owner, and its action switches the light once.
         try await watcher.waitFor(timeout: 15) { $0.topic == "smarthome/\(user)/events" && $0.text.contains(uuid) }
@@ -266,14 +293,26 @@ struct ClusterTests {
         }
 
         // Deleted on instance 1: gone from every instance.
-        let deleted = try await HTTP.send(bridges[1].httpPort, "/api/v1/alarms/\(uuid)", method: "DELETE", token: token)
-        #expect(deleted.status == 204)
-        for (index, bridge) in bridges.enumerated() {
-            let remaining = try await Self.poll(until: { $0 == 0 }) {
-                try await list(bridge).filter { $0["uuid"] as? String == uuid }.count
-            }
-            #expect(remaining == 0, "instance \(index) still lists a deleted alarm")
-        }
+        try await Self.deleteEverywhere("alarms", uuid, bridges: bridges, token: token)
+    }
+
+    @Test func watchdogsAreOnEveryInstanceAndFireOnceOnTheOwner() async throws {
+        let broker = try await TestBroker()
+        let (bridges, user, token) = try await Self.startAll(broker)
+        defer { for bridge in bridges { bridge.signal(SIGTERM); _ = bridge.waitForExit(timeout: 5) } }
+        let watcher = try await TestSubscriber(broker: broker, subscribe: ["smarthome/\(user)/events"], name: "watcher")
+
+        // Created on instance 0 for a user instance 2 owns: lights change only by command, so it fires.
+        let body = #"{"title":"Kitchen lights","room":"kitchen","sensor":"lights","condition":"unchanged","for":"2s"}"#
+        let uuid = try await Self.createEverywhere("watchdogs", body, title: "Kitchen lights", bridges: bridges, token: token)
+        try await watcher.waitFor(timeout: 15) { $0.text.contains(#""type":"watchdog""#) && $0.text.contains(uuid) }
+        try await Task.sleep(for: .seconds(2))
+        #expect(watcher.messages.filter { $0.text.contains(uuid) }.count == 1, "fired more than once")
+        #expect(bridges[2].log.contains("watchdog fired"))
+        #expect(!bridges[0].log.contains("watchdog fired") && !bridges[1].log.contains("watchdog fired"))
+
+        // Deleted on instance 1: gone from every instance.
+        try await Self.deleteEverywhere("watchdogs", uuid, bridges: bridges, token: token)
     }
 
     @Test func eachRoomIsAnnouncedToHomeAssistantByItsOwnerOnly() async throws {

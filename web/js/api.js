@@ -99,3 +99,9 @@ export const createAlarm = (alarm) => api('/alarms', { method: 'POST', body: ala
 export const updateAlarm = (uuid, alarm) => api(`/alarms/${encodeURIComponent(uuid)}`, { method: 'PUT', body: alarm });
 export const toggleAlarm = (uuid) => api(`/alarms/${encodeURIComponent(uuid)}/toggle`, { method: 'POST' });
 export const deleteAlarm = (uuid) => api(`/alarms/${encodeURIComponent(uuid)}`, { method: 'DELETE' });
+export const watchdogs = () => api('/watchdogs');
+export const createWatchdog = (watchdog) => api('/watchdogs', { method: 'POST', body: watchdog });
+export const updateWatchdog = (uuid, watchdog) =>
+  api(`/watchdogs/${encodeURIComponent(uuid)}`, { method: 'PUT', body: watchdog });
+export const toggleWatchdog = (uuid) => api(`/watchdogs/${encodeURIComponent(uuid)}/toggle`, { method: 'POST' });
+export const deleteWatchdog = (uuid) => api(`/watchdogs/${encodeURIComponent(uuid)}`, { method: 'DELETE' });

@@ -1,4 +1,4 @@
-// The dashboard: routes (#/login, #/rooms, #/rooms/<id>, #/alarms), the header with the
+// The dashboard: routes (#/login, #/rooms, #/rooms/<id>, #/alarms, #/watchdogs), the header with the
 // connection state, the live event stream, and notices.
 
 import * as API from './api.js';
@@ -9,6 +9,7 @@ import * as loginView from './views/login.js';
 import * as roomsView from './views/rooms.js';
 import * as roomView from './views/room.js';
 import * as alarmsView from './views/alarms.js';
+import * as watchdogsView from './views/watchdogs.js';
 
 const main = document.getElementById('main');
 const topbar = document.getElementById('topbar');
@@ -25,7 +26,8 @@ const app = {
     else location.hash = hash;
   },
   notify,
-  events: new EventTarget(),   // 'alarm', 'gas', 'command_rejected' events from the stream
+  events: new EventTarget(),   // 'alarm', 'gas', 'command_rejected' events from the stream; 'history' for each kept
+  history: [],                 // the stream's alarm, gas and watchdog events since login, oldest first (at most 50)
   ui: {},                      // view state that outlives a view (the rooms filter, the sort order)
   signIn,
   afterLogin: null,            // the route a user asked for before logging in
@@ -60,7 +62,14 @@ function showStatus(status) {
     : status === 'reconnecting' ? 'The connection to the bridge dropped; reconnecting' : '';
 }
 
+function remember(type, data) {
+  app.history.push({ type, data, at: new Date() });
+  if (app.history.length > 50) app.history.shift();
+  app.events.dispatchEvent(new CustomEvent('history', { detail: { type, data } }));
+}
+
 function handleEvent(type, data) {
+  if (type === 'alarm' || type === 'gas' || type === 'watchdog') remember(type, data);
   switch (type) {
     case 'state':
       store.applyState(data);
@@ -77,6 +86,10 @@ function handleEvent(type, data) {
       else notify(`No more gas in ${room}.`, { icon: 'gas' });
       break;
     }
+    case 'watchdog':
+      notify(data.state === 'recovered' ? `“${data.title}” recovered.`
+        : `Watchdog “${data.title}”: ${store.findRoom(data.room)?.name ?? data.room} ${data.sensor}.`, { icon: 'sensor' });
+      break;
     case 'command_rejected':
       notify(`A command was refused: ${data.message}`, { icon: 'lights' });
       break;
@@ -122,6 +135,7 @@ function endSession(message) {
   API.saveSession(null);
   store.reset();
   app.ui = {};
+  app.history = [];
   if (message) app.loginMessage = message;
   app.navigate('#/login');
 }
@@ -152,6 +166,7 @@ function parse(hash) {
   if (parts[0] === 'rooms' && parts.length === 1) return { name: 'rooms' };
   if (parts[0] === 'rooms' && parts.length === 2) return { name: 'room', id: parts[1] };
   if (parts[0] === 'alarms' && parts.length === 1) return { name: 'alarms' };
+  if (parts[0] === 'watchdogs' && parts.length === 1) return { name: 'watchdogs' };
   return { name: 'missing' };
 }
 
@@ -181,7 +196,7 @@ function route() {
   }
   document.body.dataset.view = target.name;
 
-  const views = { login: loginView, rooms: roomsView, room: roomView, alarms: alarmsView };
+  const views = { login: loginView, rooms: roomsView, room: roomView, alarms: alarmsView, watchdogs: watchdogsView };
   const view = views[target.name];
   if (view) {
     cleanup = view.render(main, target, app) ?? null;

@@ -4,10 +4,13 @@
 import * as API from '../api.js';
 import * as store from '../store.js';
 import { h, icon } from '../dom.js';
+import { editableForm, editableList } from './editable-list.js';
 
 const timeOfDay = new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-digit', hourCycle: 'h23' });
 const day = new Intl.DateTimeFormat(undefined, { weekday: 'short', day: 'numeric', month: 'short', year: 'numeric' });
 const LIGHTS = { ON: 'lights on', OFF: 'lights off', TOGGLE: 'lights toggled' };
+const DAYS = [['mon', 'Mon'], ['tue', 'Tue'], ['wed', 'Wed'], ['thu', 'Thu'], ['fri', 'Fri'], ['sat', 'Sat'], ['sun', 'Sun']];
+const SUN = { sunrise: 'sunrise', sunset: 'sunset' };
 
 const pad = (n) => String(n).padStart(2, '0');
 
@@ -46,24 +49,27 @@ function localDate(date) {
   return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())}`;
 }
 
+/** `30m before sunset`, `at sunrise`, `1h after sunrise`. */
+function sunText(sun) {
+  const offset = sun.offset ?? '0m';
+  if (/^[-+]?0+[hms]?$/.test(offset)) return `at ${SUN[sun.event] ?? sun.event}`;
+  return offset.startsWith('-') ? `${offset.slice(1)} before ${sun.event}` : `${offset.replace(/^\+/, '')} after ${sun.event}`;
+}
+
 function describe(alarm, roomName) {
   const when = new Date(alarm.fireDate);
-  const parts = [alarm.repeats === 'daily' ? 'Every day' : `Once, ${day.format(when)}`];
+  const days = (alarm.days ?? []).map((id) => DAYS.find(([value]) => value === id)?.[1] ?? id).join(', ');
+  const parts = [alarm.repeats === 'daily' ? 'Every day' : alarm.repeats === 'weekly' ? days : `Once, ${day.format(when)}`];
+  if (alarm.sun) parts.push(sunText(alarm.sun));
   if (alarm.action) parts.push(`${roomName(alarm.action.room)} ${LIGHTS[alarm.action.lights] ?? alarm.action.lights}`);
+  if (alarm.nextFire) parts.push(`next ${day.format(new Date(alarm.nextFire))} ${timeOfDay.format(new Date(alarm.nextFire))}`);
+  else if (alarm.skipReason && alarm.skipReason !== 'disabled') parts.push(alarm.skipReason);
   return parts.join(' · ');
 }
 
 export function render(main, _route, app) {
   document.title = 'Alarms · SmartHome';
   const controller = new AbortController();
-  let alarms = [];
-  let editing = null;     // the alarm being edited, or null when the form creates one
-  let confirming = null;  // the uuid whose delete waits for confirmation
-
-  const list = h('ul', { class: 'alarm-list', id: 'alarm-list', 'aria-busy': 'true' });
-  const empty = h('p', { class: 'empty', id: 'alarm-empty', hidden: true }, 'No alarms yet. Add one with the form.');
-  const announce = h('p', { class: 'summary', id: 'alarm-status', role: 'status' });
-  const listError = h('p', { class: 'form-error', role: 'alert' });
 
   // ---- the form ----
   const title = h('input', { id: 'alarm-title', name: 'title', type: 'text', autocomplete: 'off', 'aria-describedby': 'alarm-error' });
@@ -73,204 +79,112 @@ export function render(main, _route, app) {
     'aria-describedby': 'alarm-time-hint alarm-error',
   });
   const repeats = h('select', { id: 'alarm-repeats', name: 'repeats' },
-    h('option', { value: 'never' }, 'Once'), h('option', { value: 'daily' }, 'Every day'));
+    h('option', { value: 'never' }, 'Once'), h('option', { value: 'daily' }, 'Every day'),
+    h('option', { value: 'weekly' }, 'On some days'));
+  const dayBoxes = DAYS.map(([value]) => h('input', { type: 'checkbox', id: `alarm-day-${value}`, name: 'days', value }));
+  const days = h('fieldset', { class: 'field day-picker', id: 'alarm-days', hidden: true },
+    h('legend', {}, 'Days'),
+    ...DAYS.map(([value, text], index) => h('span', { class: 'field-check' }, dayBoxes[index],
+      h('label', { for: `alarm-day-${value}` }, text))));
+  const sunEvent = h('select', { id: 'alarm-sun', name: 'sun' },
+    h('option', { value: '' }, 'the clock'), h('option', { value: 'sunrise' }, 'sunrise'), h('option', { value: 'sunset' }, 'sunset'));
+  const sunOffset = h('input', { id: 'alarm-sun-offset', name: 'offset', type: 'text', autocomplete: 'off', placeholder: '-30m',
+    disabled: true, 'aria-describedby': 'alarm-sun-hint alarm-error' });
+  const showRepeats = () => { days.hidden = repeats.value !== 'weekly'; };
+  const showSun = () => { sunOffset.disabled = sunEvent.value === ''; };
+  repeats.addEventListener('change', showRepeats);
+  sunEvent.addEventListener('change', showSun);
   const actionRoom = h('select', { id: 'alarm-room', name: 'room' }, h('option', { value: '' }, 'Nothing else'));
   const actionLights = h('select', { id: 'alarm-lights', name: 'lights', disabled: true },
     h('option', { value: 'ON' }, 'Turn lights on'), h('option', { value: 'OFF' }, 'Turn lights off'),
     h('option', { value: 'TOGGLE' }, 'Toggle lights'));
   const enabled = h('input', { id: 'alarm-enabled', name: 'enabled', type: 'checkbox', checked: true });
-  const error = h('p', { class: 'form-error', id: 'alarm-error', role: 'alert' });
-  const submit = h('button', { type: 'submit', class: 'button button-primary', id: 'alarm-submit' }, 'Add alarm');
-  const cancel = h('button', { type: 'button', class: 'button', id: 'alarm-cancel', hidden: true }, 'Cancel');
-  const formTitle = h('h2', { id: 'alarm-form-title' }, 'New alarm');
-  const form = h('form', { class: 'alarm-form', id: 'alarm-form', novalidate: true, 'aria-labelledby': 'alarm-form-title' },
-    formTitle,
-    h('div', { class: 'field' }, h('label', { for: 'alarm-title' }, 'Title'), title),
-    h('div', { class: 'field-row' },
-      h('div', { class: 'field' }, h('label', { for: 'alarm-date' }, 'Date'), date),
-      h('div', { class: 'field' }, h('label', { for: 'alarm-time' }, 'Time'), time,
-        h('small', { id: 'alarm-time-hint', class: 'hint' }, '24-hour, e.g. 07:00'))),
-    h('div', { class: 'field' }, h('label', { for: 'alarm-repeats' }, 'Repeats'), repeats),
-    h('div', { class: 'field-row' },
-      h('div', { class: 'field' }, h('label', { for: 'alarm-room' }, 'Then, in room'), actionRoom),
-      h('div', { class: 'field' }, h('label', { for: 'alarm-lights' }, 'Lights'), actionLights)),
-    h('div', { class: 'field field-check' }, enabled, h('label', { for: 'alarm-enabled' }, 'Enabled')),
-    error,
-    h('div', { class: 'actions' }, submit, cancel));
+  const editor = editableForm({
+    prefix: 'alarm', noun: 'alarm', items: () => items,
+    fields: [
+      h('div', { class: 'field' }, h('label', { for: 'alarm-title' }, 'Title'), title),
+      h('div', { class: 'field-row' },
+        h('div', { class: 'field' }, h('label', { for: 'alarm-date' }, 'Date'), date),
+        h('div', { class: 'field' }, h('label', { for: 'alarm-time' }, 'Time'), time,
+          h('small', { id: 'alarm-time-hint', class: 'hint' }, '24-hour, e.g. 07:00'))),
+      h('div', { class: 'field' }, h('label', { for: 'alarm-repeats' }, 'Repeats'), repeats),
+      days,
+      h('div', { class: 'field-row' },
+        h('div', { class: 'field' }, h('label', { for: 'alarm-sun' }, 'Time from'), sunEvent),
+        h('div', { class: 'field' }, h('label', { for: 'alarm-sun-offset' }, 'Before (-) or after'), sunOffset,
+          h('small', { id: 'alarm-sun-hint', class: 'hint' }, 'e.g. -30m; the date says the first day'))),
+      h('div', { class: 'field-row' },
+        h('div', { class: 'field' }, h('label', { for: 'alarm-room' }, 'Then, in room'), actionRoom),
+        h('div', { class: 'field' }, h('label', { for: 'alarm-lights' }, 'Lights'), actionLights)),
+      h('div', { class: 'field field-check' }, enabled, h('label', { for: 'alarm-enabled' }, 'Enabled')),
+    ],
+    clear: () => {
+      const tomorrow = new Date(Date.now() + 24 * 60 * 60 * 1000);
+      date.value = localDate(tomorrow);
+      time.value = '07:00';
+      actionLights.disabled = true;
+      enabled.checked = true;
+      showRepeats();
+      showSun();
+    },
+    fill: (alarm) => {
+      const when = new Date(alarm.fireDate);
+      title.value = alarm.title;
+      date.value = localDate(when);
+      time.value = `${pad(when.getHours())}:${pad(when.getMinutes())}`;
+      repeats.value = alarm.repeats;
+      for (const box of dayBoxes) box.checked = (alarm.days ?? []).includes(box.value);
+      sunEvent.value = alarm.sun?.event ?? '';
+      sunOffset.value = alarm.sun?.offset ?? '';
+      showRepeats();
+      showSun();
+      actionRoom.value = alarm.action?.room ?? '';
+      actionLights.value = alarm.action?.lights ?? 'ON';
+      actionLights.disabled = !alarm.action;
+      enabled.checked = alarm.isEnabled;
+    },
+    body: () => {
+      const body = { title: title.value, fireDate: fireDate(date.value, time.value), isEnabled: enabled.checked,
+        repeats: repeats.value };
+      if (repeats.value === 'weekly') body.days = dayBoxes.filter((box) => box.checked).map((box) => box.value);
+      if (sunEvent.value) body.sun = { event: sunEvent.value, offset: sunOffset.value.trim() || '0m' };
+      if (actionRoom.value) body.action = { room: actionRoom.value, lights: actionLights.value };
+      return body;
+    },
+    save: (uuid, body) => (uuid ? API.updateAlarm(uuid, body) : API.createAlarm(body)),
+    fieldFor: { title, fireDate: time, repeats, days: dayBoxes[0], sun: sunEvent, 'sun.offset': sunOffset, isEnabled: enabled, action: actionRoom, 'action.room': actionRoom,
+      'action.lights': actionLights },
+  });
 
   actionRoom.addEventListener('change', () => { actionLights.disabled = actionRoom.value === ''; });
-
-  function resetForm() {
-    editing = null;
-    form.reset();
-    const tomorrow = new Date(Date.now() + 24 * 60 * 60 * 1000);
-    date.value = localDate(tomorrow);
-    time.value = '07:00';
-    actionLights.disabled = true;
-    enabled.checked = true;
-    formTitle.textContent = 'New alarm';
-    submit.textContent = 'Add alarm';
-    cancel.hidden = true;
-    error.textContent = '';
-  }
-
-  function edit(alarm) {
-    editing = alarm;
-    const when = new Date(alarm.fireDate);
-    title.value = alarm.title;
-    date.value = localDate(when);
-    time.value = `${pad(when.getHours())}:${pad(when.getMinutes())}`;
-    repeats.value = alarm.repeats;
-    actionRoom.value = alarm.action?.room ?? '';
-    actionLights.value = alarm.action?.lights ?? 'ON';
-    actionLights.disabled = !alarm.action;
-    enabled.checked = alarm.isEnabled;
-    formTitle.textContent = `Edit “${alarm.title}”`;
-    submit.textContent = 'Save alarm';
-    cancel.hidden = false;
-    error.textContent = '';
-    form.scrollIntoView({ block: 'nearest' });
-    title.focus();
-  }
-
-  cancel.addEventListener('click', () => {
-    const uuid = editing?.uuid;
-    resetForm();
-    list.querySelector(`[data-uuid="${uuid}"] .alarm-edit`)?.focus();
-  });
-
-  let saving = false;
-  form.addEventListener('submit', async (event) => {
-    event.preventDefault();
-    if (saving) return;
-    const body = {
-      title: title.value,
-      fireDate: fireDate(date.value, time.value),
-      isEnabled: enabled.checked,
-      repeats: repeats.value,
-    };
-    if (actionRoom.value) body.action = { room: actionRoom.value, lights: actionLights.value };
-    saving = true;
-    submit.setAttribute('aria-disabled', 'true');
-    error.textContent = '';
-    try {
-      const saved = editing ? await API.updateAlarm(editing.uuid, body) : await API.createAlarm(body);
-      announce.textContent = editing ? `Saved “${saved.title}”.` : `Added “${saved.title}”.`;
-      resetForm();
-      await reload();
-      list.querySelector(`[data-uuid="${saved.uuid}"]`)?.classList.add('is-new');
-    } catch (problem) {
-      error.textContent = problem.message;
-      // Put the cursor where the problem is: the API names the field.
-      const field = /field "([^"]+)"/.exec(problem.message)?.[1];
-      const target = { title, fireDate: time, repeats, isEnabled: enabled, action: actionRoom,
-        'action.room': actionRoom, 'action.lights': actionLights }[field];
-      target?.focus();
-    } finally {
-      saving = false;
-      submit.removeAttribute('aria-disabled');
-    }
-  });
 
   // ---- the list ----
   function roomName(id) {
     return store.findRoom(id)?.name ?? id;
   }
 
-  function row(alarm) {
-    const when = new Date(alarm.fireDate);
-    const toggle = h('button', {
-      type: 'button', role: 'switch', class: 'switch alarm-toggle', 'aria-checked': String(alarm.isEnabled),
-      'aria-label': `${alarm.title} enabled`,
-    }, h('span', { class: 'switch-track', 'aria-hidden': 'true' }, h('span', { class: 'switch-thumb' })),
-    h('span', { class: 'switch-text', 'aria-hidden': 'true' }, alarm.isEnabled ? 'On' : 'Off'));
-    toggle.addEventListener('click', () => flip(alarm, toggle));
-    const editButton = h('button', { type: 'button', class: 'button button-quiet alarm-edit', 'aria-label': `Edit ${alarm.title}` }, 'Edit');
-    editButton.addEventListener('click', () => edit(alarm));
-    const deleteButton = h('button', { type: 'button', class: 'button button-quiet button-danger alarm-delete', 'aria-label': `Delete ${alarm.title}` }, 'Delete');
-    deleteButton.addEventListener('click', () => {
-      confirming = alarm.uuid;
-      paint();
-      list.querySelector(`[data-uuid="${alarm.uuid}"] .alarm-confirm`)?.focus();
-    });
-
-    const item = h('li', { class: 'alarm', 'data-uuid': alarm.uuid, 'data-enabled': String(alarm.isEnabled) },
-      icon('alarm', { size: 36, className: 'icon alarm-icon' }),
+  const items = editableList({
+    prefix: 'alarm', noun: 'alarm',
+    load: async () => (await API.alarms()).alarms ?? [],
+    toggle: API.toggleAlarm, remove: API.deleteAlarm,
+    content: (alarm) => [icon('alarm', { size: 36, className: 'icon alarm-icon' }),
       h('div', { class: 'alarm-main' },
-        h('span', { class: 'alarm-time' }, timeOfDay.format(when)),
+        h('span', { class: 'alarm-time' }, timeOfDay.format(new Date(alarm.sun && alarm.nextFire ? alarm.nextFire : alarm.fireDate))),
         h('span', { class: 'alarm-title' }, alarm.title),
-        h('span', { class: 'alarm-meta' }, describe(alarm, roomName))),
-      toggle);
-    if (confirming === alarm.uuid) {
-      const yes = h('button', { type: 'button', class: 'button button-danger alarm-confirm' }, 'Delete');
-      const no = h('button', { type: 'button', class: 'button alarm-keep' }, 'Keep');
-      yes.addEventListener('click', () => remove(alarm));
-      no.addEventListener('click', () => {
-        confirming = null;
-        paint();
-        list.querySelector(`[data-uuid="${alarm.uuid}"] .alarm-delete`)?.focus();
-      });
-      item.append(h('div', { class: 'alarm-actions alarm-confirming', role: 'group', 'aria-label': `Delete ${alarm.title}?` },
-        h('span', {}, 'Delete this alarm?'), yes, no));
-    } else {
-      item.append(h('div', { class: 'alarm-actions' }, editButton, deleteButton));
-    }
-    return item;
-  }
-
-  function paint() {
-    list.replaceChildren(...alarms.map(row));
-    empty.hidden = alarms.length > 0;
-    list.setAttribute('aria-busy', 'false');
-  }
-
-  async function reload() {
-    try {
-      const answer = await API.alarms();
-      alarms = answer.alarms ?? [];
-      listError.textContent = '';
-      paint();
-    } catch (problem) {
-      if (problem.name !== 'AbortError') listError.textContent = problem.message;
-    }
-  }
-
-  async function flip(alarm, toggle) {
-    if (toggle.getAttribute('aria-busy') === 'true') return;
-    toggle.setAttribute('aria-busy', 'true');
-    try {
-      const updated = await API.toggleAlarm(alarm.uuid);
-      alarms = alarms.map((candidate) => (candidate.uuid === updated.uuid ? updated : candidate));
-      announce.textContent = `“${updated.title}” is ${updated.isEnabled ? 'on' : 'off'}.`;
-      paint();
-      list.querySelector(`[data-uuid="${updated.uuid}"] .alarm-toggle`)?.focus();
-    } catch (problem) {
-      toggle.removeAttribute('aria-busy');
-      listError.textContent = problem.message;
-    }
-  }
-
-  async function remove(alarm) {
-    try {
-      await API.deleteAlarm(alarm.uuid);
-      announce.textContent = `Deleted “${alarm.title}”.`;
-      if (editing?.uuid === alarm.uuid) resetForm();
-      confirming = null;
-      await reload();
-      main.querySelector('#alarms-title')?.focus();
-    } catch (problem) {
-      listError.textContent = problem.message;
-    }
-  }
+        h('span', { class: 'alarm-meta' }, describe(alarm, roomName)))],
+    onEdit: (alarm) => editor.edit(alarm),
+    onRemoved: (alarm) => { if (editor.editing()?.uuid === alarm.uuid) editor.reset(); },
+    heading: () => main.querySelector('#alarms-title'),
+  });
 
   main.append(
     h('div', { class: 'page-head' }, h('h1', { id: 'alarms-title', tabindex: '-1' }, 'Alarms')),
     h('div', { class: 'alarms-layout' },
-      h('section', { class: 'alarm-column', 'aria-labelledby': 'alarms-title' }, announce, listError, list, empty),
-      h('section', { class: 'form-column' }, form)));
-  resetForm();
+      h('section', { class: 'alarm-column', 'aria-labelledby': 'alarms-title' }, ...items.elements),
+      h('section', { class: 'form-column' }, editor.form)));
+  editor.reset();
 
-  const onAlarm = () => reload();
+  const onAlarm = () => items.reload();
   app.events.addEventListener('alarm', onAlarm);
 
   (async () => {
@@ -281,7 +195,7 @@ export function render(main, _route, app) {
     } catch {
       // The list of rooms only fills the action menu; the alarms still work without it.
     }
-    await reload();
+    await items.reload();
   })();
 
   return () => {
