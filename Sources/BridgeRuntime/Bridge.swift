@@ -55,6 +55,7 @@ public final class Bridge: Sendable {
                                        discovery: discovery, startedAt: startedAt, othersOnline: { !online.isEmpty })
         let bus = StateBus(publisher: publisher)
         controller = HomeController(store: store, bus: bus, membership: configuration.cluster.membership)
+        publisher.refreshSource.withLock { [controller] in $0 = { controller.offerForRefresh() } }
         router = MessageRouter(broker: mqtt, logger: logger)
         source = configuration.source.kind == .rest
             ? RestSource(configuration: configuration.owned, controller: controller,

@@ -66,8 +66,10 @@ enum HTTPFrontend {
             logger.error("request failed", ["method": request.method, "path": path, "error": "\(error)"])
         }
         let finalRoutes = routes
+        let logRequests = logger.minimumLevel <= .debug
         return HTTPServer(configuration: Bridge.httpConfiguration(configuration.http)) { request in
-            finalRoutes.respond(
+            let started = logRequests ? Monotonic.now : 0
+            let response = finalRoutes.respond(
                 to: request,
                 home: { parts.store.home },
                 health: {
@@ -86,6 +88,14 @@ enum HTTPFrontend {
                     )
                 }
             )
+            if logRequests {
+                // The legacy login route carries a password in its path: never logged.
+                logger.debug("request", ["method": request.method,
+                                         "path": request.path.hasPrefix("/login/") ? "/login/…" : request.path,
+                                         "status": String(response.status), "client": request.clientAddress,
+                                         "ms": String(format: "%.1f", (Monotonic.now - started) * 1000)])
+            }
+            return response
         }
     }
 }

@@ -46,6 +46,25 @@ final class HomeController: Sendable {
         bus.emit(changes, home: home)
     }
 
+    /// Offers every current value of the owned rooms to the state bus again, unchanged, without
+    /// touching the home: the publisher sends those whose `publish.refresh` is due. Values that get
+    /// no new readings (lights change only by command) are refreshed this way too.
+    func offerForRefresh() {
+        let home = store.home
+        let time = Date()
+        var changes: [StateChange] = []
+        for user in home.users where membership.owns(user.id) {
+            for room in user.rooms {
+                let key = RoomKey(user: user.id, room: room.id)
+                for (sensor, value) in home.values(in: key) {
+                    changes.append(.reading(ReadingChange(key: key, sensor: sensor, value: value, time: time,
+                                                          origin: .source)))
+                }
+            }
+        }
+        bus.emit(changes, home: home)
+    }
+
     /// Switches a light a command resolved to `target`; returns the new reading.
     func switchLight(_ target: CommandTarget, on: Bool, origin: CommandOrigin) -> Reading {
         let time = Date()

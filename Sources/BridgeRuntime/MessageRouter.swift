@@ -79,6 +79,10 @@ final class MessageRouter: Sendable {
             logger.warning("ignored message on an unexpected topic", ["topic": message.topic])
             return
         }
+        if logger.minimumLevel <= .debug {
+            logger.debug("message", ["topic": message.topic, "bytes": String(message.payload.count),
+                                     "retain": String(message.retain), "to": targets.map(\.name).joined(separator: ",")])
+        }
         for feature in targets { feature.handle(message) }
     }
 }

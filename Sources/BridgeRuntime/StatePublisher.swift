@@ -134,9 +134,27 @@ final class StatePublisher: BridgeFeature {
     }
 
     func run() async {
-        for await _ in republishing.requests {
-            if Task.isCancelled { break }
-            await publishEverything()
+        await withDiscardingTaskGroup { group in
+            group.addTask {
+                for await _ in self.republishing.requests {
+                    if Task.isCancelled { break }
+                    await self.publishEverything()
+                }
+            }
+            group.addTask { await self.refreshUnchanged() }
+        }
+    }
+
+    /// Who offers the current values again every half `publish.refresh` (set by `Bridge`).
+    let refreshSource = Mutex<(@Sendable () -> Void)?>(nil)
+
+    /// Every half `publish.refresh`, the current values are offered again: those not published for
+    /// a whole refresh go out (and are recorded), so a value without new readings is refreshed too.
+    private func refreshUnchanged() async {
+        let interval = configuration.publish.refresh / 2
+        while !Task.isCancelled {
+            do { try await Task.sleep(for: .milliseconds(Int(interval * 1000))) } catch { return }
+            refreshSource.withLock { $0 }?()
         }
     }
 

@@ -275,11 +275,14 @@ extension MQTTBridgeTests {
         let occupant = try await TestBroker()
         let bridge = try await BridgeProcess(broker: nil, environment: ["SMARTHOME_MQTT_EMBEDDED_PORT": String(occupant.port)])
         #expect(await bridge.waitForLog("port \(occupant.port) was taken (another broker?)"))
-        let line = bridge.log.split(separator: "\n").first { $0.contains("listening=mqtt://127.0.0.1:") }
-        let port = try #require(line.flatMap { Int($0.split(separator: ":").last!) })
+        let line = try #require(bridge.log.split(separator: "\n").first { $0.contains("listening=mqtt://127.0.0.1:") })
+        let port = try #require(line.firstMatch(of: /listening=mqtt:\/\/127\.0\.0\.1:(\d+)/).flatMap { Int($0.1) })
+        let passwordFile = try #require(line.firstMatch(of: /password_file=(\S+)/).map { String($0.1) })
         #expect(port != occupant.port)
         #expect(bridge.log.contains("watch with mosquitto_sub -p \(port) "))
-        let values = try await Self.collectRetained(port: port)  // throws unless every topic arrived
+        let password = try String(contentsOfFile: passwordFile, encoding: .utf8).trimmingCharacters(in: .newlines)
+        // throws unless every topic arrived
+        let values = try await Self.collectRetained(port: port, username: "local", password: password)
         #expect(values["smarthome/bridge/state"] == "online")
         // Nothing went to the broker that had the port.
         let other = try await TestSubscriber(broker: occupant.port, subscribe: ["smarthome/#"])

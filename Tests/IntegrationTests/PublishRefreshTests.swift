@@ -6,8 +6,9 @@ import Testing
 /// and an unchanged one again after `publish.refresh`").
 @Suite(.timeLimit(.minutes(2)))
 struct PublishRefreshTests {
-    /// User 1's gas sensors: the simulator reports them every step and they are nearly always OFF.
-    static let topics = ["smarthome/1/kitchen/gas", "smarthome/1/bathroom/gas"]
+    /// User 1's gas sensors: the simulator reports them every step and they are nearly always OFF;
+    /// and a light, which gets no readings at all (it changes only by command).
+    static let topics = ["smarthome/1/kitchen/gas", "smarthome/1/bathroom/gas", "smarthome/1/kitchen/lights"]
 
     /// Per topic, the live messages that repeat the payload of the message before them on it.
     static func repeats(_ messages: [MQTTMessage]) -> [String: Int] {
