@@ -538,6 +538,7 @@ class Dashboard(unittest.TestCase):
         self.assertRegex(self.text_of("#sensor-temperature-seen"), r"^Seen (just now|\d+ s ago)$")
         self.assertEqual(self.find(temperature).get_attribute("data-stale"), "false")
         self.assertEqual(self.text_of("#sensor-humidity-seen"), "Not seen yet")
+        self.assertEqual(self.text_of(f"{humidity} .sensor-value"), "–")
         self.assertEqual(self.find(humidity).get_attribute("data-stale"), "true")
         self.screenshots("room-devices")
 

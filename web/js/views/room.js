@@ -98,7 +98,9 @@ function showRoom(main, room, signal) {
 
   function paint(entry) {
     const current = store.detail(room.id)?.sensors.find((sensor) => sensor.id === entry.sensor.id);
-    const shown = display(entry.sensor.id, current?.value);
+    // A device not heard from yet has no value, whatever placeholder the room answer carries.
+    const unheard = entry.seen && !current?.lastSeen;
+    const shown = display(entry.sensor.id, unheard ? null : current?.value);
     entry.value.textContent = shown.text;
     entry.unitText.textContent = shown.unit ? ` ${shown.unit}` : '';
     entry.item.dataset.state = shown.state;
