@@ -110,8 +110,9 @@ class Broker:
         sys.exit("device-sim: mosquitto did not start listening")
 
     def publish(self, topic: str, payload: str, retain: bool = False) -> None:
-        argv = ["mosquitto_pub", "-h", HOST, "-p", str(self.port), "-i", "device-sim-pub", "-q", "1",
-                "-t", topic, "-m", payload]
+        # No client id of our own: threads publish at once, and a second client with the same id
+        # would make the broker drop the first.
+        argv = ["mosquitto_pub", "-h", HOST, "-p", str(self.port), "-q", "1", "-t", topic, "-m", payload]
         if retain:
             argv.append("-r")
         subprocess.run(argv, check=False, timeout=10, stdin=subprocess.DEVNULL)
