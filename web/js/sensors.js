@@ -55,3 +55,25 @@ export function display(id, value) {
   }
   return { text: value.text === '' ? '–' : value.text, unit: kind?.unit ?? '', state: '' };
 }
+
+/** How long a bound sensor may go without word from its device before the page calls it stale.
+ * The page can't see the room's availability (no HTTP answer or stream event carries it) nor the
+ * sensor's `expire_after`, so it judges by `SensorLastSeen` alone (README, "Web dashboard"). */
+export const STALE_AFTER_MS = 10 * 60 * 1000;
+
+/** `{text, stale, title}` for a sensor's `SensorLastSeen` (an ISO 8601 time, or null: never). */
+export function lastSeen(iso, now = Date.now()) {
+  if (!iso) return { text: 'Not seen yet', stale: true, title: 'No message from its device since the bridge started' };
+  const at = Date.parse(iso);
+  if (!Number.isFinite(at)) return { text: 'Not seen yet', stale: true, title: '' };
+  const age = Math.max(0, now - at);
+  const seconds = Math.floor(age / 1000);
+  let ago;
+  if (seconds < 10) ago = 'just now';
+  else if (seconds < 60) ago = `${seconds} s ago`;
+  else if (seconds < 3600) ago = `${Math.floor(seconds / 60)} min ago`;
+  else if (seconds < 86400) ago = `${Math.floor(seconds / 3600)} h ago`;
+  else ago = `${Math.floor(seconds / 86400)} d ago`;
+  const stale = age > STALE_AFTER_MS;
+  return { text: stale ? `Stale: seen ${ago}` : `Seen ${ago}`, stale, title: new Date(at).toLocaleString() };
+}

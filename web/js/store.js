@@ -7,7 +7,9 @@ import { parseValue, sensorId } from './sensors.js';
 const listeners = new Set();
 let roomList = null;          // [{id, name, icon}] in the user's order
 let roomsLoading = null;
-const details = new Map();    // id -> {sensors: [{id, name, value}], updatedAt}
+// id -> {sensors: [{id, name, value, lastSeen}], updatedAt, tracksSeen}; tracksSeen: the room has
+// devices, and its answers carry `SensorLastSeen` (README, "Connect your devices").
+const details = new Map();
 
 export function subscribe(listener) {
   listeners.add(listener);
@@ -50,15 +52,17 @@ export function detail(id) {
   return details.get(id) ?? null;
 }
 
-/** Stores a room in the API's shape (`SensorNames`, `SensorValues`, `UpdatedAt`). */
+/** Stores a room in the API's shape (`SensorNames`, `SensorValues`, `UpdatedAt`, and for a room
+ * with devices `SensorLastSeen`). */
 export function setRoomShape(id, shape) {
   const names = shape.SensorNames ?? [];
   const values = shape.SensorValues ?? [];
+  const seen = Array.isArray(shape.SensorLastSeen) ? shape.SensorLastSeen : null;
   const sensors = names.map((name, index) => {
     const sid = sensorId(name);
-    return { id: sid, name, value: parseValue(sid, values[index]) };
+    return { id: sid, name, value: parseValue(sid, values[index]), lastSeen: seen?.[index] ?? null };
   });
-  details.set(id, { sensors, updatedAt: shape.UpdatedAt ?? null });
+  details.set(id, { sensors, updatedAt: shape.UpdatedAt ?? null, tracksSeen: seen !== null });
   notify({ room: id, all: true });
 }
 
@@ -80,10 +84,13 @@ export function applyState(event) {
   if (!room) return;
   let sensor = room.sensors.find((candidate) => candidate.id === event.sensor);
   if (!sensor) {
-    sensor = { id: event.sensor, name: event.sensor, value: null };
+    sensor = { id: event.sensor, name: event.sensor, value: null, lastSeen: null };
     room.sensors.push(sensor);
   }
   sensor.value = parseValue(sensor.id, event.value);
+  // A published reading is news from the device; one that didn't change the value isn't on the
+  // stream, so the room view also reloads such rooms now and then.
+  if (room.tracksSeen && event.at && (!sensor.lastSeen || event.at > sensor.lastSeen)) sensor.lastSeen = event.at;
   if (event.at && (!room.updatedAt || event.at > room.updatedAt)) room.updatedAt = event.at;
   notify({ room: event.room, sensor: event.sensor, value: event.value, at: event.at });
 }

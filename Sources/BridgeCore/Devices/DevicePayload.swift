@@ -6,11 +6,16 @@ public enum ValueExtractor: Sendable, Equatable {
     case whole
     /// A member of a JSON payload.
     case pointer(JSONPointer)
+    /// A member that only some messages on the topic carry (Tasmota's `RESULT` answers every
+    /// command, not only `POWER`): a message without it is not about this sensor.
+    case pointerIfPresent(JSONPointer)
     /// Tasmota's `SENSOR` telemetry: `field` of the named block, or of the first block that has it;
     /// `TempUnit` says whether temperatures are in F.
     case tasmota(block: String?, field: String)
     /// An rtl_433 event, when its `model`, `id` (and `channel`) match: `field`, or the sensor's
-    /// usual one (`temperature_C`, or `temperature_F` converted; `humidity`).
+    /// usual one (`temperature_C`, or `temperature_F` converted; `humidity`). A device's messages
+    /// differ by type (a Bresser 6-in-1 sends temperature and humidity in some, the rain counter
+    /// instead in others), so an event without the member is not about this sensor either.
     case rtl433(model: String, id: String, channel: String?, field: String?)
 }
 
@@ -75,9 +80,12 @@ public enum DevicePayload {
         switch extractor {
         case .whole:
             raw = text.trimmingCharacters(in: .whitespacesAndNewlines)
-        case .pointer(let pointer):
+        case .pointer(let pointer), .pointerIfPresent(let pointer):
             guard let document = parse(payload) else { return .problem(depth(payload) > maxDepth ? .tooDeep : .notJSON) }
-            guard let found = pointer.resolve(in: document) else { return .problem(.missing(pointer.description)) }
+            guard let found = pointer.resolve(in: document) else {
+                if case .pointerIfPresent = extractor { return .notForThisSensor }
+                return .problem(.missing(pointer.description))
+            }
             raw = found
         case .tasmota(let block, let field):
             guard let object = parse(payload) as? [String: Any] else {
@@ -97,7 +105,7 @@ public enum DevicePayload {
                   channel == nil || scalarText(object["channel"]) == channel
             else { return .notForThisSensor }
             if let field {
-                guard let found = object[field] else { return .problem(.missing(field)) }
+                guard let found = object[field] else { return .notForThisSensor }
                 raw = found
             } else if sensor == .temperature, let celsius = object["temperature_C"] {
                 raw = celsius
@@ -108,7 +116,7 @@ public enum DevicePayload {
             } else if let found = object[sensor.id] {
                 raw = found
             } else {
-                return .problem(.missing(sensor == .temperature ? "temperature_C or temperature_F" : sensor.id))
+                return .notForThisSensor
             }
         }
         return value(raw, sensor: sensor, bound: bound, unit: unit)

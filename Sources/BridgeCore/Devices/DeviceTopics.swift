@@ -66,7 +66,7 @@ extension BoundSensor {
             }
             return DeviceTopics(
                 reads: [.init(filter: "stat/\(topic)/\(power)", extractor: .whole),
-                        .init(filter: "stat/\(topic)/RESULT", extractor: .pointer(JSONPointer(member: power))),
+                        .init(filter: "stat/\(topic)/RESULT", extractor: .pointerIfPresent(JSONPointer(member: power))),
                         .init(filter: "tele/\(topic)/STATE", extractor: .pointer(JSONPointer(member: power)))],
                 command: .init(topic: "cmnd/\(topic)/\(power)", on: "ON", off: "OFF"),
                 availability: availability)

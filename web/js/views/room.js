@@ -1,10 +1,11 @@
-// One room: every sensor with its icon, value and unit, live from the event stream; the light
-// switch; the last 24 hours of temperature and humidity.
+// One room: every sensor with its icon, value and unit, live from the event stream (and, in a room
+// with devices, when each was last heard from); the light switch; the last 24 hours of temperature
+// and humidity.
 
 import * as API from '../api.js';
 import * as store from '../store.js';
 import { h, s, icon } from '../dom.js';
-import { display, roomIcon, sensorIcon, unit } from '../sensors.js';
+import { display, lastSeen, roomIcon, sensorIcon, unit } from '../sensors.js';
 import { drawChart } from '../chart.js';
 
 const DAY = 24 * 60 * 60 * 1000;
@@ -14,6 +15,8 @@ const CHARTED = [
 ];
 const PAGE = 10_000;      // the history route's largest page
 const MAX_PAGES = 5;
+const SEEN_TICK_MS = 5_000;       // the "Seen 25 s ago" texts are redrawn this often
+const SEEN_RELOAD_MS = 30_000;    // a room with devices is reloaded this often (see store.applyState)
 
 const clock = new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit' });
 
@@ -76,6 +79,10 @@ function showRoom(main, room, signal) {
       h('span', { class: 'sensor-name', id: `sensor-${sensor.id}-name` }, sensor.name),
       h('span', { class: 'sensor-reading' }, value, unitText));
     const entry = { item, value, unitText, sensor };
+    if (store.detail(room.id)?.tracksSeen) {
+      entry.seen = h('span', { class: 'sensor-seen', 'data-seen': '', id: `sensor-${sensor.id}-seen` });
+      item.append(entry.seen);
+    }
     if (sensor.id === 'lights') {
       entry.toggle = h('button', {
         type: 'button', role: 'switch', class: 'switch', id: 'light-switch', 'aria-checked': 'false',
@@ -91,10 +98,13 @@ function showRoom(main, room, signal) {
 
   function paint(entry) {
     const current = store.detail(room.id)?.sensors.find((sensor) => sensor.id === entry.sensor.id);
-    const shown = display(entry.sensor.id, current?.value);
+    // A device not heard from yet has no value, whatever placeholder the room answer carries.
+    const unheard = entry.seen && !current?.lastSeen;
+    const shown = display(entry.sensor.id, unheard ? null : current?.value);
     entry.value.textContent = shown.text;
     entry.unitText.textContent = shown.unit ? ` ${shown.unit}` : '';
     entry.item.dataset.state = shown.state;
+    paintSeen(entry, current);
     if (entry.toggle) {
       const on = Boolean(current?.value?.on);
       const pending = switchState.pending;
@@ -105,6 +115,14 @@ function showRoom(main, room, signal) {
       entry.toggle.querySelector('.switch-text').textContent =
         pending ? (pending === 'ON' ? 'Turning on…' : 'Turning off…') : on ? 'On' : 'Off';
     }
+  }
+
+  function paintSeen(entry, current = store.detail(room.id)?.sensors.find((sensor) => sensor.id === entry.sensor.id)) {
+    if (!entry.seen) return;
+    const seen = lastSeen(current?.lastSeen ?? null);
+    entry.seen.textContent = seen.text;
+    entry.seen.title = seen.title;
+    entry.item.dataset.stale = String(seen.stale);
   }
 
   function paintUpdated() {
@@ -215,6 +233,19 @@ function showRoom(main, room, signal) {
   const resize = new ResizeObserver(() => redraw());
   resize.observe(charts);
 
+  // Last seen: ages move on by themselves, and a device's unchanged reading never reaches the
+  // stream, so a room with devices is reloaded now and then.
+  let sinceReload = 0;
+  const ticker = setInterval(() => {
+    if (!store.detail(room.id)?.tracksSeen) return;
+    sinceReload += SEEN_TICK_MS;
+    if (sinceReload >= SEEN_RELOAD_MS && !switchState.pending) {
+      sinceReload = 0;
+      store.loadRoom(room.id, { signal }).catch(() => {});  // the stream's reconnect shows failures
+    }
+    for (const entry of rows.values()) paintSeen(entry);
+  }, SEEN_TICK_MS);
+
   (async () => {
     try {
       await store.loadRoom(room.id, { signal });
@@ -240,6 +271,7 @@ function showRoom(main, room, signal) {
 
   return () => {
     unsubscribe();
+    clearInterval(ticker);
     resize.disconnect();
     cancelAnimationFrame(frame);
   };
