@@ -234,9 +234,11 @@ def bench_flood(ctx: dict) -> dict:
             rss_after = rss_kib(bridge.pid) / 1024
             result = json.loads(out_text.strip().splitlines()[-1]) if out_text.strip() else {}
             health = bridge.healthz(timeout=5)
+            peak = rss_kib(bridge.pid, "VmHWM") / 1024
             # How long SIGTERM takes with the flood's backlog still inside (SIGKILL after flood_stop s).
             stop_s = bridgetest.Bridge.stop(bridge, timeout=p["flood_stop"], log=log)
-            out = {"stop_s": stop_s, "exit_status": bridge.exit_status,"seconds": seconds, "settle_s": settle, "aborted_at_rss_mib": aborted,
+            out = {"stop_s": stop_s, "exit_status": bridge.exit_status,
+                   "seconds": seconds, "settle_s": settle, "aborted_at_rss_mib": aborted,
                    "sent": result.get("sent"), "sent_rate": result.get("sent_rate"),
                    "delivered": result.get("delivered"), "drain_s": result.get("drain_s"),
                    "backlog_after_settle": result["sent"] - result["delivered"] if result else None,
@@ -244,7 +246,7 @@ def bench_flood(ctx: dict) -> dict:
                    "broker_cpu_pct": broker_flood["cpu_pct"],
                    "rss_before_mib": rss_before, "rss_end_of_flood_mib": rss_end,
                    "rss_max_mib": max(flood["rss_max_mib"], drained["rss_max_mib"]), "rss_after_mib": rss_after,
-                   "rss_peak_since_start_mib": rss_kib(bridge.pid, "VmHWM") / 1024,
+                   "rss_peak_since_start_mib": peak,
                    "healthz_after": health[0] if health else None}
             log(f"flood: {out['sent_rate'] or 0:,.0f} msg/s offered for {seconds:.0f} s ({out['sent'] or 0:,}); "
                 f"delivered {out['delivered'] or 0:,} by {settle:.0f} s after, backlog {out['backlog_after_settle']}; "
