@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.dont_write_bytecode = True  # no bench/__pycache__ from importing run.py
 import run as harness  # noqa: E402  (bench/run.py: Sampler, Tools, Bridge, brokers, /proc readers)
 from run import RESULTS, ROOT, bridgetest, log, rss_kib  # noqa: E402
 
