@@ -146,13 +146,16 @@ mosquitto-files: build
 ## mosquitto on a loopback port. Prints a table, writes JSON to bench/results/. Under 10 minutes.
 ## bench-smoke: a ~30 s version of every benchmark (CI prints its numbers, never fails on them).
 ## bench-cluster: 1 instance with 9,000 rooms vs 3 instances sharing them (docs/scaling.md), ~3 minutes.
+## bench-devices: device messages through bound sensors beside a C relay (bench/devices.py, docs/performance.md,
+## "Devices"), ~4 minutes; bench-smoke runs its ~30 s version after bench/run.py's.
 ## BRIDGE=path/to/smarthome-bridge skips the release build.
 BENCH_PACKAGES := python3 gcc libc6-dev wrk mosquitto libmosquitto-dev libmicrohttpd-dev
-.PHONY: bench bench-smoke bench-cluster
-bench bench-smoke bench-cluster: deps
+.PHONY: bench bench-smoke bench-cluster bench-devices
+bench bench-smoke bench-cluster bench-devices: deps
 	@missing=$$(for p in $(BENCH_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 		echo "installing:" $$missing; \
 		$(SUDO) apt-get update && $(SUDO) apt-get install -y $$missing; \
 	fi
-	$(if $(filter bench-cluster,$@),python3 bench/cluster.py,python3 bench/run.py $(if $(filter bench-smoke,$@),--smoke))
+	$(if $(filter bench-cluster,$@),python3 bench/cluster.py,$(if $(filter bench-devices,$@),python3 bench/devices.py,python3 bench/run.py $(if $(filter bench-smoke,$@),--smoke)))
+	$(if $(filter bench-smoke,$@),BRIDGE=$${BRIDGE:-$(CURDIR)/.build/release/smarthome-bridge} python3 bench/devices.py --smoke)

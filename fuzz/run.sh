@@ -23,6 +23,7 @@ TARGETS=(
     "APIBody BridgeCore"
     "Config BridgeCore BridgeYAML"
     "SeedRoom BridgeCore"
+    "DevicePayload BridgeCore"
 )
 
 FUZZ_SECONDS=${FUZZ_SECONDS:-15}
@@ -63,13 +64,15 @@ compile() {
 # Builds Sources/$1 into a static library and a module (instrumented like the targets, so coverage and
 # AddressSanitizer reach the parsers) unless they are newer than its sources and the modules $2... it imports.
 build_module() {
-    local module=$1 flags sources dependency dependencies=()
+    local module=$1 flags sources folders dependency dependencies=()
     shift
     flags=$(module_flags "$module") || return 1
-    sources=(Sources/"$module"/*.swift)
+    # Every Swift file of the module, in subfolders too (Sources/BridgeCore/Devices/), as SwiftPM builds it.
+    mapfile -t sources < <(find "Sources/$module" -name '*.swift' | sort)
+    mapfile -t folders < <(find "Sources/$module" -type d)
     for dependency in "$@"; do dependencies+=("$OUT/modules/lib$dependency.a"); done
-    # The directory too: its time changes when a source file is removed.
-    up_to_date "$OUT/modules/lib$module.a" "Sources/$module" "${sources[@]}" "${dependencies[@]}" && return 0
+    # The folders too: their times change when a source file is removed.
+    up_to_date "$OUT/modules/lib$module.a" "${folders[@]}" "${sources[@]}" "${dependencies[@]}" && return 0
     rm -f "$OUT/modules/lib$module.a"
     # shellcheck disable=SC2086  # $flags holds several words on purpose
     compile "$OUT/logs/build-$module.log" "$SWIFTC" "${FLAGS[@]}" -wmo -num-threads "$(nproc)" -module-name "$module" \

@@ -6,31 +6,34 @@ public struct JSONPointer: Sendable, Equatable, CustomStringConvertible {
     /// Parses a pointer; nil when it is not one (it must be empty or start with `/`, and `~` may
     /// only be followed by `0` or `1`).
     public init?(_ text: String) {
-        guard !text.isEmpty else {
+        // Over Unicode scalars, as RFC 6901 reads it: Swift's Characters would merge a `/` or `~`
+        // with a combining mark after it into one Character that is neither.
+        let scalars = text.unicodeScalars
+        guard let first = scalars.first else {
             tokens = []
             return
         }
-        guard text.hasPrefix("/") else { return nil }
+        guard first == "/" else { return nil }
         var tokens: [String] = []
-        for raw in text.dropFirst().split(separator: "/", omittingEmptySubsequences: false) {
-            var token = ""
+        for raw in scalars.dropFirst().split(separator: "/", omittingEmptySubsequences: false) {
+            var token = String.UnicodeScalarView()
             var escaped = false
-            for character in raw {
+            for scalar in raw {
                 if escaped {
-                    switch character {
+                    switch scalar {
                     case "0": token.append("~")
                     case "1": token.append("/")
                     default: return nil
                     }
                     escaped = false
-                } else if character == "~" {
+                } else if scalar == "~" {
                     escaped = true
                 } else {
-                    token.append(character)
+                    token.append(scalar)
                 }
             }
             if escaped { return nil }
-            tokens.append(token)
+            tokens.append(String(token))
         }
         self.tokens = tokens
     }
@@ -41,7 +44,18 @@ public struct JSONPointer: Sendable, Equatable, CustomStringConvertible {
     }
 
     public var description: String {
-        tokens.map { "/" + $0.replacing("~", with: "~0").replacing("/", with: "~1") }.joined()
+        var text = String.UnicodeScalarView()
+        for token in tokens {
+            text.append("/")
+            for scalar in token.unicodeScalars {
+                switch scalar {
+                case "~": text.append(contentsOf: "~0".unicodeScalars)
+                case "/": text.append(contentsOf: "~1".unicodeScalars)
+                default: text.append(scalar)
+                }
+            }
+        }
+        return String(text)
     }
 
     /// The value the pointer names in `document`, or nil when there is none. An array index must
