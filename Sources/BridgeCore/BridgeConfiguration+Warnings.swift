@@ -17,6 +17,12 @@ extension BridgeConfiguration {
             found.append("http.bind \(http.bind) with the default http.allowed_hosts answers only loopback names; "
                 + "list the names and addresses clients use in http.allowed_hosts")
         }
+        // The embedded broker admits only the bridge and its local account, which may not publish
+        // device topics (README, "Connect your devices").
+        if mqtt.url == nil, devices.mqttURL == nil, users.contains(where: { $0.rooms.contains { !$0.bindings.isEmpty } }) {
+            found.append("sensors are bound to devices but no mqtt.url or devices.mqtt.url is set: devices cannot "
+                + "publish to the embedded broker; run a broker of your own and set mqtt.url (or devices.mqtt.url)")
+        }
         return found
     }
 }

@@ -108,3 +108,17 @@ import Testing
         #expect(JSONPointer("/a~1b/~0k")?.description == "/a~1b/~0k")
     }
 }
+
+extension DeviceBindingConfigTests {
+    @Test func boundSensorsWithoutABrokerOfOneselfAreWarnedAbout() throws {
+        let sensors: [Any] = [["name": "Temperature", "zigbee2mqtt": ["device": "a"] as KeyValuePairs<String, Any>]
+            as KeyValuePairs<String, Any>]
+        let embedded = try Self.load(sensors).get()
+        #expect(embedded.warnings.contains { $0.contains("cannot publish to the embedded broker") })
+        var own = embedded
+        own.mqtt.url = BrokerURL(host: "127.0.0.1", port: 1883, tls: false)
+        #expect(!own.warnings.contains { $0.contains("embedded broker") })
+        let unbound = try Self.load(["Temperature"]).get()
+        #expect(!unbound.warnings.contains { $0.contains("embedded broker") })
+    }
+}
