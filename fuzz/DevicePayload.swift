@@ -55,11 +55,13 @@ private func check(_ payload: [UInt8], extractor: ValueExtractor, sensor: Sensor
     require(DevicePayload.decode(payload, extractor: extractor, sensor: sensor, bound: bound) == outcome,
             "decode is not deterministic for \(excerpt(payload))")
     let isJSON: Bool
-    let isRTL433: Bool
+    // Whether the extractor may say a message is not about this sensor (another rtl_433 device, a
+    // Tasmota RESULT about something else).
+    let mayBeOthers: Bool
     switch extractor {
-    case .whole: (isJSON, isRTL433) = (false, false)
-    case .pointer, .tasmota: (isJSON, isRTL433) = (true, false)
-    case .rtl433: (isJSON, isRTL433) = (true, true)
+    case .whole: (isJSON, mayBeOthers) = (false, false)
+    case .pointer, .tasmota: (isJSON, mayBeOthers) = (true, false)
+    case .pointerIfPresent, .rtl433: (isJSON, mayBeOthers) = (true, true)
     }
     let valid = payload.count <= DevicePayload.maxBytes && String(validating: payload, as: UTF8.self) != nil
     let tooDeep = isJSON && valid && nesting(payload) > DevicePayload.maxDepth
@@ -80,7 +82,7 @@ private func check(_ payload: [UInt8], extractor: ValueExtractor, sensor: Sensor
                     "\(sensor) (not generic) got \(value) from \(excerpt(payload))")
         }
     case .notForThisSensor:
-        require(isRTL433, "\(extractor) said not for this sensor: \(excerpt(payload))")
+        require(mayBeOthers, "\(extractor) said not for this sensor: \(excerpt(payload))")
     case .problem(let problem):
         if case .tooDeep = problem {
             require(tooDeep, "tooDeep for \(nesting(payload)) levels with \(extractor): \(excerpt(payload))")
@@ -184,7 +186,9 @@ enum DeviceFuzzChoice {
         let option = Int(byte >> 2)
         switch byte & 3 {
         case 0: return .whole
-        case 1: return .pointer(JSONPointer(pointers[option % pointers.count]) ?? JSONPointer(member: "temp"))
+        case 1:
+            let pointer = JSONPointer(pointers[(option / 2) % pointers.count]) ?? JSONPointer(member: "temp")
+            return option & 1 == 0 ? .pointer(pointer) : .pointerIfPresent(pointer)
         case 2:
             let blocks: [String?] = [nil, "SI7021", "AM2301", "DS18B20"]
             return .tasmota(block: blocks[option % blocks.count], field: fields[(option / 4) % fields.count])
