@@ -97,6 +97,8 @@ final class DeviceSource: BridgeFeature, LightSwitch {
                     sensors.append(sensorKey)
                     if let seconds = bound.expireAfter { expiring.append((sensorKey, seconds)) }
                     if case .http(let binding) = bound.binding {
+                        // An HTTP device counts among the room's devices: online while its polls succeed.
+                        devices.append(Self.httpDevice(sensorKey))
                         httpSensors.append((Entry(key: key, sensor: sensor, bound: bound,
                                                   extractor: binding.value.map { .pointer($0) } ?? .whole), binding))
                         if sensor == .lights { lights[key] = (nil, binding) }
@@ -378,7 +380,7 @@ final class DeviceSource: BridgeFeature, LightSwitch {
                 let change = schedule.succeeded(start: started)
                 apply([Reading(user: entry.key.user, room: entry.key.room, sensor: entry.sensor, value: value)])
                 seen(entry)
-                if change.availabilityChanged { controller.setAvailability(entry.key, online: true) }
+                if change.availabilityChanged { setHTTPDevice(entry, online: true) }
             case .failure(let failure):
                 let problem = failure.problem
                 let change = schedule.failed(start: started, problem: problem)
@@ -386,9 +388,19 @@ final class DeviceSource: BridgeFeature, LightSwitch {
                     logger.warning("device poll failed", ["user": entry.key.user, "room": entry.key.room,
                                                           "sensor": entry.sensor.id, "problem": problem])
                 }
-                if change.availabilityChanged { controller.setAvailability(entry.key, online: false) }
+                if change.availabilityChanged { setHTTPDevice(entry, online: false) }
             }
         }
+    }
+
+    /// The availability key of an HTTP-bound sensor, beside the MQTT devices' availability topics.
+    private static func httpDevice(_ key: SensorKey) -> String { "http:\(key.room.user)/\(key.room.room)/\(key.sensor)" }
+
+    /// An HTTP device went offline (repeated failed polls) or came back: the room's availability
+    /// follows the same rule as for every other device of the room.
+    private func setHTTPDevice(_ entry: Entry, online: Bool) {
+        state.withLock { $0.deviceOnline[Self.httpDevice(entry.sensorKey)] = online }
+        updateRoom(entry.key)
     }
 
     private func fetch(_ entry: Entry, _ binding: HTTPBinding) async -> Result<SensorValue, DeviceFailure> {
@@ -477,14 +489,5 @@ final class DeviceSource: BridgeFeature, LightSwitch {
             try? await Task.sleep(for: .milliseconds(Int(min(0.5, commandTimeout / 4) * 1000)))
         }
         return .failure(.deviceTimeout(seconds: commandTimeout))
-    }
-}
-
-/// Why a device poll or request gave nothing.
-struct DeviceFailure: Error {
-    var problem: String
-
-    init(_ problem: String) {
-        self.problem = problem
     }
 }

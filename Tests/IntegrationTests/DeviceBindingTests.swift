@@ -355,4 +355,31 @@ struct DeviceBindingTests {
         #expect(home.watcher.last("smarthome/3/garden/temperature") == "17.5")
         #expect(home.device.messages.isEmpty, "a command went to the bridge's broker")
     }
+
+    /// A room with an HTTP device and an MQTT one is online only while both are.
+    @Test func aRoomMixingHTTPAndMQTTDevicesIsOnlineOnlyWhileBothAre() async throws {
+        let served = Mutex<Int>(200)
+        let server = HTTPServer(configuration: HTTPServerConfiguration(port: 0, threadPoolSize: 2)) { _ in
+            HTTPResponse(status: served.withLock { $0 }, body: Array(#"{"hum":{"value":50.0}}"#.utf8))
+        }
+        try server.start()
+        defer { server.stop() }
+        let home = try await Home(extraUsers: Self.user("""
+                  - name: Cellar
+                    sensors:
+                      - { name: Humidity, http: { url: "http://127.0.0.1:\(server.port)/s", value: /hum/value, interval: 500ms } }
+                      - { name: Temperature, mqtt: { topic: cellar/t, availability_topic: cellar/up } }
+            """), settings: Self.settings().replacing("source:\n", with: "source:\n  failures_before_offline: 2\n"))
+        _ = try await home.watcher.waitFor("smarthome/3/cellar/humidity", payload: "50.0")
+        served.withLock { $0 = 500 }
+        _ = try await home.watcher.waitFor("smarthome/3/cellar/availability", payload: "offline")
+        // The MQTT device says it is there: the room stays offline while the HTTP one fails.
+        home.watcher.clear()
+        try home.device.publish("cellar/up", "offline")
+        try home.device.publish("cellar/up", "online")
+        try await Task.sleep(for: .milliseconds(800))
+        #expect(home.watcher.last("smarthome/3/cellar/availability") != "online")
+        served.withLock { $0 = 200 }
+        _ = try await home.watcher.waitFor("smarthome/3/cellar/availability", payload: "online")
+    }
 }
