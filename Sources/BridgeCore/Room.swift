@@ -40,15 +40,19 @@ public struct User: Sendable, Equatable {
     public var groups: [LightGroup]
     /// Where the user's notifications go (`users[].notify`, README "Notifications").
     public var notify: [NotifyTarget]
+    /// `users[].admin: true`: may manage users and see unbound devices, and may publish bridge
+    /// requests over MQTT (README, "Managing the home").
+    public var isAdmin: Bool
 
     public init(id: String, username: String, passwordHash: String, rooms: [Room], groups: [LightGroup] = [],
-                notify: [NotifyTarget] = []) {
+                notify: [NotifyTarget] = [], isAdmin: Bool = false) {
         self.id = id
         self.username = username
         self.passwordHash = passwordHash
         self.rooms = rooms
         self.groups = groups
         self.notify = notify
+        self.isAdmin = isAdmin
     }
 
     /// One of the user's groups by its name (exactly: names are topic levels).

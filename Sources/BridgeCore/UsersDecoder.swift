@@ -91,6 +91,21 @@ enum UsersDecoder {
         }
     }
 
+    /// `true` or `false` (YAML's other spellings of them too, as `ConfigValue.bool` reads them).
+    static func flag(_ node: ConfigNode, path: String, issues: inout [ConfigIssue]) -> Bool {
+        guard case .scalar(let value, _, let line) = node else {
+            issues.append(ConfigIssue(path: path, message: "must be true or false", line: node.line))
+            return false
+        }
+        switch value.lowercased() {
+        case "true", "yes", "on": return true
+        case "false", "no", "off": return false
+        default:
+            issues.append(ConfigIssue(path: path, message: "must be true or false, got \"\(value)\"", line: line))
+            return false
+        }
+    }
+
     private static func validID(_ id: String, path: String, reserved: Set<String>, line: Int,
                                 issues: inout [ConfigIssue]) -> Bool {
         if !id.allSatisfy(idCharacters.contains) {
@@ -110,7 +125,7 @@ enum UsersDecoder {
         -> (user: User?, id: String?, username: String?)
     {
         guard let fields = members(of: node, path: path,
-                                   allowed: ["id", "username", "password_hash", "rooms", "groups", "notify"],
+                                   allowed: ["id", "username", "password_hash", "rooms", "groups", "notify", "admin"],
                                    issues: &issues) else { return (nil, nil, nil) }
         let before = issues.count
         let id = text(fields["id"], path: "\(path).id", parentLine: node.line, issues: &issues)
@@ -126,8 +141,10 @@ enum UsersDecoder {
         let rooms = decodeRooms(fields["rooms"], path: "\(path).rooms", parentLine: node.line, issues: &issues)
         let groups = fields["groups"].map { decodeGroups($0, path: "\(path).groups", rooms: rooms, issues: &issues) } ?? []
         let notify = fields["notify"].map { decodeNotify($0, path: "\(path).notify", issues: &issues) } ?? []
+        let isAdmin = fields["admin"].map { flag($0, path: "\(path).admin", issues: &issues) } ?? false
         guard issues.count == before, let id, let username, let hash else { return (nil, id, username) }
-        return (User(id: id, username: username, passwordHash: hash, rooms: rooms, groups: groups, notify: notify),
+        return (User(id: id, username: username, passwordHash: hash, rooms: rooms, groups: groups, notify: notify,
+                     isAdmin: isAdmin),
                 id, username)
     }
 

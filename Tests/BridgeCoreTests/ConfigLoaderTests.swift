@@ -186,6 +186,21 @@ import Testing
         #expect(duplicate.map(\.path) == ["users[1].id", "users[1].username"])
     }
 
+    @Test func adminIsAFlagOfTheUserAndOffByDefault() throws {
+        func user(_ id: String, admin: Any?) -> KeyValuePairs<String, Any> {
+            if let admin {
+                return ["id": id, "username": "u\(id)", "password_hash": "$argon2id$v=19$x", "rooms": ["Kitchen"],
+                        "admin": admin]
+            }
+            return ["id": id, "username": "u\(id)", "password_hash": "$argon2id$v=19$x", "rooms": ["Kitchen"]]
+        }
+        let config = try load(["users": [user("1", admin: "true"), user("2", admin: nil)]]).get()
+        #expect(config.users.map(\.isAdmin) == [true, false])
+        let bad = issues(["users": [user("1", admin: "sometimes")]])
+        #expect(bad.map(\.path) == ["users[0].admin"])
+        #expect(bad.first?.message.contains("sometimes") == true)
+    }
+
     @Test func duplicatesAreFoundBesideOtherProblemsOfTheSameUserOrRoom() {
         let found = issues(["users": [
             ["id": "1", "username": "a", "password_hash": "$argon2id$x",
