@@ -23,7 +23,8 @@ public final class SessionService: Sendable {
     /// Tokens whose signature was already checked, with their claims: a client sends the same
     /// token with every request, and the key never changes while the bridge runs. Expiry and
     /// revocation are still checked every time. Emptied when full, so it stays bounded.
-    private let verified = Mutex<[String: SessionClaims]>([:])
+    /// The id's hex text is kept beside the claims: every request needs it (revocations are filed by it).
+    private let verified = Mutex<[String: VerifiedToken]>([:])
     private static let verifiedCapacity = 4096
     private let closeStreams: @Sendable (_ sessionID: String) -> Void
     private let closeUserStreams: @Sendable (_ userID: String) -> Void
@@ -127,10 +128,11 @@ public final class SessionService: Sendable {
     }
 
     private func session(of token: String) throws -> SessionServices.Session? {
-        guard let claims = claims(of: token), !claims.isExpired(atUnixSeconds: now().timeIntervalSince1970),
-              !revoked.withLock({ $0.contains(id: claims.idText) }),
-              try claims.binding == binding(of: claims.userID) else { return nil }
-        return SessionServices.Session(userID: claims.userID, id: claims.idText, expiresAt: claims.expiresAt)
+        guard let verified = verifiedToken(token), !verified.claims.isExpired(atUnixSeconds: now().timeIntervalSince1970),
+              !revoked.withLock({ $0.contains(id: verified.idText) }),
+              try verified.claims.binding == binding(of: verified.claims.userID) else { return nil }
+        return SessionServices.Session(userID: verified.claims.userID, id: verified.idText,
+                                       expiresAt: verified.claims.expiresAt)
     }
 
     /// The account as it is now, as a token carries it: a keyed digest of the user's id, username and
@@ -169,8 +171,8 @@ public final class SessionService: Sendable {
 
     private func revoke(token: String) throws {
         // The route has just resolved the token; one that no longer checks out has nothing to end.
-        guard let claims = claims(of: token) else { return }
-        let revocation = SessionRevocation(id: claims.idText, expiresAt: claims.expiresAt)
+        guard let verified = verifiedToken(token) else { return }
+        let revocation = SessionRevocation(id: verified.idText, expiresAt: verified.claims.expiresAt)
         do {
             try record(revocation)
         } catch {
@@ -187,14 +189,20 @@ public final class SessionService: Sendable {
         closeStreams(revocation.id)
     }
 
-    private func claims(of token: String) -> SessionClaims? {
+    private struct VerifiedToken: Sendable {
+        let claims: SessionClaims
+        let idText: String
+    }
+
+    private func verifiedToken(_ token: String) -> VerifiedToken? {
         if let known = verified.withLock({ $0[token] }) { return known }
         guard let claims = signer.verify(token).flatMap(SessionClaims.init(payload:)) else { return nil }
+        let checked = VerifiedToken(claims: claims, idText: claims.idText)
         verified.withLock { verified in
             if verified.count >= Self.verifiedCapacity { verified.removeAll(keepingCapacity: true) }
-            verified[token] = claims
+            verified[token] = checked
         }
-        return claims
+        return checked
     }
 
     private static func bytes(hex text: String) -> [UInt8]? {
