@@ -74,6 +74,8 @@ public struct HTTPRoutes: Sendable {
     /// The user's watchdogs (`nil`: the routes answer 404), and how many one user may have.
     public var watchdogs: (any WatchdogRepository)?
     public var maxWatchdogsPerUser = 20
+    /// Guests (README, "Guests"); `nil`: the guest routes answer 404.
+    public var guests: GuestServices?
     /// The clock alarms' `nextFire` is computed against.
     public var now: @Sendable () -> Date = { Date() }
     public var openEvents: EventStreamOpener

@@ -59,6 +59,7 @@ enum HTTPFrontend {
         routes.trustedProxies = configuration.http.trustedProxySet
         routes.securityLog = SecurityLog.recorder(logger)
         routes.watchdogs = parts.watchdogs
+        routes.guests = parts.sessions.guestServices
         routes.maxWatchdogsPerUser = configuration.watchdogs.maxPerUser
         routes.reportFailure = { (request: HTTPRequest, error: any Error) in
             // The legacy login route carries a password in its path: never logged.
