@@ -92,6 +92,13 @@ extension HTTPRoutes {
                 guard let user = home().user(id: session.userID) else { return HTTPRoutes.unauthorized }
                 return guestsRoute(request, method: method, path: path, user: user)
             }
+        case _ where !path.isEmpty && (path[0] == "users" && path.count <= 2 || path == ["devices", "unbound"]):
+            return authenticated(request, home: home) { session, _ in
+                if let refusal = HTTPRoutes.ownersOnly(session) { return refusal }
+                guard let user = home().user(id: session.userID) else { return HTTPRoutes.unauthorized }
+                guard user.isAdmin else { return HTTPRoutes.error(403, "Only admins (users[].admin: true) may do this") }
+                return adminRoute(request, method: method, path: path, home: home())
+            }
         case _ where path.count == 3 && path[0] == "rooms" && path[2] == "lights":
             guard method == "POST" else { return HTTPRoutes.methodNotAllowed(allow: "POST") }
             return authenticated(request, home: home) { session, _ in

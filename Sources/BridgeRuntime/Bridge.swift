@@ -61,7 +61,8 @@ public final class Bridge: Sendable {
             ? RestSource(configuration: configuration.owned, controller: controller,
                          client: UpstreamClient(source: configuration.source), logger: logger)
             : SimulatedSource(configuration: configuration, controller: controller, broker: mqtt, logger: logger)
-        let devices = configuration.owned.users.contains { $0.rooms.contains { !$0.bindings.isEmpty } }
+        // An admin sees unbound devices (README, "Admins and unbound devices"): the device source listens then too.
+        let devices = configuration.owned.users.contains { $0.isAdmin || $0.rooms.contains { !$0.bindings.isEmpty } }
             ? try DeviceSource(configuration: configuration.owned, controller: controller, bridgeBroker: mqtt,
                                bridgeBrokerAddress: broker.description, logger: logger)
             : nil

@@ -60,6 +60,8 @@ enum HTTPFrontend {
         routes.securityLog = SecurityLog.recorder(logger)
         routes.watchdogs = parts.watchdogs
         routes.guests = parts.sessions.guestServices
+        routes.configFile = configuration.file
+        if let devices = parts.devices { routes.unboundDevices = { devices.unboundDevices } }
         routes.maxWatchdogsPerUser = configuration.watchdogs.maxPerUser
         routes.reportFailure = { (request: HTTPRequest, error: any Error) in
             // The legacy login route carries a password in its path: never logged.
