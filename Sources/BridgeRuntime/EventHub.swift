@@ -18,6 +18,8 @@ final class EventHub: BridgeFeature, StateSubscriber {
     struct Limits: Sendable {
         var perSession = 8
         var perUser = 16
+        /// All of one user's guests together, beside the user's own `perUser`.
+        var perGuests: Int { max(1, perUser / 2) }
     }
 
     private struct Stream {
@@ -57,9 +59,12 @@ final class EventHub: BridgeFeature, StateSubscriber {
     /// Holds a place for a stream of `session`, or refuses when the session or its user has too many.
     /// Check and reservation happen under one lock, so parallel requests can't exceed the limits.
     func open(_ session: SessionServices.Session) -> EventStreamOpening {
+        let isGuest = session.guest != nil
         let number = state.withLock { state -> UInt64? in
-            let mine = state.streams[session.userID] ?? []
-            guard mine.count < limits.perUser,
+            // A user's guests share half the user's places, apart from the user's own, so guests can't
+            // keep the user from following the home (README, "Guests").
+            let mine = (state.streams[session.userID] ?? []).filter { ($0.rooms != nil) == isGuest }
+            guard mine.count < (isGuest ? limits.perGuests : limits.perUser),
                   mine.count(where: { $0.session == session.id }) < limits.perSession else { return nil }
             state.nextNumber += 1
             state.streams[session.userID, default: []].append(
@@ -69,7 +74,7 @@ final class EventHub: BridgeFeature, StateSubscriber {
         }
         guard let number else {
             return .refused("Too many event streams for this token or user (at most \(limits.perSession) per "
-                + "token, \(limits.perUser) per user); close one first")
+                + "token, \(limits.perUser) per user, \(limits.perGuests) for all of a user's guests); close one first")
         }
         let place = Place(hub: self, user: session.userID, number: number)
         return .accepted { sink in place.attach(sink) }

@@ -195,6 +195,26 @@ struct GuestTests {
         #expect(again.text.hasPrefix("HTTP/1.1 401"))
     }
 
+    /// A user's guests together hold at most half the user's stream places (8 of 16), beside the
+    /// user's own, so guests can't keep the owner from following the home.
+    @Test func guestsShareHalfTheUsersStreamPlacesAndTheOwnerKeepsTheirs() async throws {
+        let broker = try await TestBroker()
+        let bridge = try await BridgeProcess(broker: broker, settings: "http:\n  legacy_routes: true\nsource:\n  interval: 30\n")
+        let port = bridge.httpPort
+        let owner = try await APITests.token(port, "Cemalettin", "12345")
+        let first = try #require(try await Self.create(port, owner: owner, rooms: ["kitchen"], access: "read")["token"] as? String)
+        let second = try #require(try await Self.create(port, owner: owner, rooms: ["garden"], access: "read")["token"] as? String)
+        func opened(_ clients: [Client]) -> Int {
+            clients.filter { _ = $0.waitFor("\r\n\r\n"); return $0.text.hasPrefix("HTTP/1.1 200") }.count
+        }
+        let guests = try (0..<6).map { _ in try Client(port: port, token: first) }
+            + (0..<4).map { _ in try Client(port: port, token: second) }
+        #expect(opened(guests) == 8)
+        #expect(guests.filter { $0.text.hasPrefix("HTTP/1.1 429") }.count == 2)
+        let owners = try (0..<8).map { _ in try Client(port: port, token: owner) }
+        #expect(opened(owners) == 8, "the owner's places are the owner's")
+    }
+
     @Test func aGuestEndsAtItsExpiryAndItsStreamWithIt() async throws {
         let broker = try await TestBroker()
         let bridge = try await BridgeProcess(broker: broker)
