@@ -182,6 +182,8 @@ extension HTTPRoutes {
             }
             return HTTPRoutes.json(.object([
                 ("token", .string(token)), ("userID", .string(user.id)), ("rooms", .strings(user.rooms.map(\.id))),
+                // Whether the admins' routes answer (README, "Admins and unbound devices"), so a client can offer them.
+                ("admin", .bool(user.isAdmin)),
             ]))
         }
     }

@@ -133,6 +133,10 @@ class Bridge(bridgetest.Bridge):
                                  demo, count=1)
         if count != 1:
             raise RuntimeError("config/bridge.yaml: Mehmet's rooms list not found")
+        # Mehmet is an admin, to show the settings page's unbound devices (README, "Admins and unbound devices").
+        changed, count = re.subn(r"(\n(\s*)username: Mehmet\n)", lambda m: m.group(1) + m.group(2) + "admin: true\n", changed, count=1)
+        if count != 1:
+            raise RuntimeError("config/bridge.yaml: Mehmet not found")
         config.write_text(changed)
         super().__init__(directory, broker, config,
                          env={"SMARTHOME_HTTP_WEB_ROOT": str(WEB_ROOT), "SMARTHOME_SOURCE_INTERVAL": "1"})
