@@ -35,7 +35,9 @@ extension SessionService {
         let guest = Guest(id: SessionClaims.hex(SessionToken.randomBytes(SessionClaims.idBytes)), userID: userID,
                           rooms: draft.rooms, access: draft.access, expiresAt: draft.expiresAt)
         let created = try guests.withLock { (all: inout [String: Guest]) throws(StorageError) -> Bool in
+            // Expired guests go from memory and the database here, so neither grows between restarts.
             all = all.filter { $0.value.expiresAt > seconds }
+            try guestStore.purgeExpired(now: seconds)
             guard all.values.count(where: { $0.userID == userID }) < Guest.maxPerUser else { return false }
             try guestStore.add(guest, createdAt: seconds)
             all[guest.id] = guest
