@@ -79,6 +79,8 @@ public struct HTTPRoutes: Sendable {
     /// Devices heard that no binding claims (README, "Admins and unbound devices"), for admins; `nil`:
     /// the bridge doesn't listen for them (an empty list).
     public var unboundDevices: (@Sendable () -> [UnboundDevice])?
+    /// Users made through the API (README, "Admins and unbound devices"); `nil`: only the config's.
+    public var users: UserServices?
     /// The config file, named when a change only it can make is asked of the API.
     public var configFile: String?
     /// The clock alarms' `nextFire` is computed against.

@@ -23,6 +23,7 @@ enum HTTPFrontend {
         var mirrors: MirrorSubscriptions?
         var roomDocuments: RoomDocuments
         var devices: DeviceSource?
+        var users: UserAdministration?
     }
 
     static func server(configuration: BridgeConfiguration, parts: Parts, logger: Logger) -> HTTPServer {
@@ -61,6 +62,7 @@ enum HTTPFrontend {
         routes.watchdogs = parts.watchdogs
         routes.guests = parts.sessions.guestServices
         routes.configFile = configuration.file
+        routes.users = parts.users?.services
         if let devices = parts.devices { routes.unboundDevices = { devices.unboundDevices } }
         routes.maxWatchdogsPerUser = configuration.watchdogs.maxPerUser
         routes.reportFailure = { (request: HTTPRequest, error: any Error) in

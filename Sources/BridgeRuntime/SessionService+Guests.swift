@@ -16,7 +16,7 @@ extension SessionService {
     /// Ties a guest's token to its guest and to the account's id and username, but not to the
     /// password: a password change leaves the guests the user handed out working.
     private func guestBinding(_ guest: Guest) -> [UInt8] {
-        let parts = ["guest v1", guest.id, guest.userID, accounts[guest.userID]?.username ?? ""]
+        let parts = ["guest v1", guest.id, guest.userID, accounts.withLock { $0[guest.userID]?.username } ?? ""]
         return signer.digest(Array(parts.joined(separator: "\u{0}").utf8), count: SessionClaims.bindingBytes)
     }
 

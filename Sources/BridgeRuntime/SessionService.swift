@@ -28,7 +28,8 @@ public final class SessionService: Sendable {
     private let closeStreams: @Sendable (_ sessionID: String) -> Void
     private let closeUserStreams: @Sendable (_ userID: String) -> Void
     /// The configured users by id: what a token's binding is checked against.
-    let accounts: [String: User]
+    /// Changes when an admin adds, changes or removes a user through the API (`setAccount`).
+    let accounts: Mutex<[String: User]>
     /// Each user's current binding (`SessionClaims.binding`), made on first use.
     private let bindings = Mutex<[String: [UInt8]]>([:])
     private let settings: SettingsStore
@@ -58,7 +59,7 @@ public final class SessionService: Sendable {
         self.logger = logger
         self.closeStreams = closeStreams
         self.closeUserStreams = closeUserStreams
-        accounts = Dictionary(users.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        accounts = Mutex(Dictionary(users.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first }))
         settings = SettingsStore(database: database)
         self.now = now
         store = RevocationStore(database: database)
@@ -158,7 +159,7 @@ public final class SessionService: Sendable {
         try bindings.withLock { (cache: inout [String: [UInt8]]) throws(StorageError) -> [UInt8] in
             if let known = cache[userID] { return known }
             let generation = try settings.value(of: Self.generationKey(userID)) ?? "0"
-            let account = accounts[userID]
+            let account = accounts.withLock { $0[userID] }
             let parts = ["account v1", userID, account?.username ?? "", account?.passwordHash ?? "", generation]
             let digest = signer.digest(Array(parts.joined(separator: "\u{0}").utf8), count: SessionClaims.bindingBytes)
             cache[userID] = digest
@@ -166,11 +167,20 @@ public final class SessionService: Sendable {
         }
     }
 
+    /// A user added, changed (`nil` hash: unchanged) or removed (`user` nil) through the API: tokens
+    /// are checked against the account as it is now, so a changed password ends the old tokens.
+    func setAccount(id: String, to user: User?) {
+        bindings.withLock { cache in
+            accounts.withLock { $0[id] = user }
+            cache[id] = nil
+        }
+    }
+
     private static func generationKey(_ userID: String) -> String { "session_generation:" + userID }
 
     /// Ends every session of a user, here and after restarts: the user's generation goes up, which
     /// changes the binding every one of its tokens carries; its event streams end at once.
-    private func revokeAll(userID: String) throws {
+    func revokeAll(userID: String) throws {
         let key = Self.generationKey(userID)
         do {
             try bindings.withLock { (cache: inout [String: [UInt8]]) throws(StorageError) in

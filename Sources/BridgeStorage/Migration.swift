@@ -120,5 +120,17 @@ public struct Migration: Sendable {
             """,
             "CREATE INDEX guests_by_user ON guests (user_id)",
         ]),
+        // Users an admin made through the API (README "Admins and unbound devices", UserStore).
+        Migration(version: 8, statements: [
+            """
+            CREATE TABLE api_users (
+                id TEXT PRIMARY KEY,
+                username TEXT NOT NULL UNIQUE,
+                password_hash TEXT NOT NULL,
+                admin INTEGER NOT NULL,
+                created_at INTEGER NOT NULL
+            )
+            """,
+        ]),
     ]
 }

@@ -1,5 +1,9 @@
+import BridgeStorage
 import Foundation
 import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Admins (README, "Admins and unbound devices") against the real bridge and a real mosquitto: the
 /// users list, config users refused with 409 naming the file, and devices no binding claims, from
@@ -73,6 +77,84 @@ struct AdminTests {
             }
         }
         #expect(try await GuestTests.status(port, "GET", "/api/v1/users", "not-a-token") == 401)
+    }
+
+    /// A user an admin makes is kept in the database with an argon2id hash, logs in at once and after a
+    /// restart; a new password ends its old tokens; removing it ends its tokens and login.
+    @Test func adminsMakeChangeAndRemoveUsersOfTheirOwn() async throws {
+        let broker = try await TestBroker()
+        let folder = try TestFiles.makeDirectory("api-users")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let storage = folder.appendingPathComponent("bridge.sqlite").path
+        var first: BridgeProcess? = try await BridgeProcess(broker: broker, settings: DeviceBindingTests.settings(),
+                                                            extraUsers: Self.admin, storagePath: storage)
+        var port = first!.httpPort
+        var admin = try await APITests.token(port, "Devon", "12345")
+        let user = try await APITests.token(port, "Cemalettin", "12345")
+
+        // Every problem named; a taken name (a config user's) 409; non-admins 403.
+        let bad = try await HTTP.send(port, "/api/v1/users", method: "POST",
+                                      body: APITests.json(#"{"username":"two words","password":"short","admin":"yes","rooms":[]}"#), token: admin)
+        #expect(bad.status == 400)
+        for message in [#"field \"rooms\" is not known"#, #"field \"username\" must not contain spaces"#,
+                        #"field \"password\" must be at least 8 characters"#, #"field \"admin\" must be true or false"#] {
+            #expect(bad.text.contains(message), "\(bad.text) lacks \(message)")
+        }
+        let taken = try await HTTP.send(port, "/api/v1/users", method: "POST",
+                                        body: APITests.json(#"{"username":"Mehmet","password":"long enough"}"#), token: admin)
+        #expect(taken.status == 409)
+        #expect(taken.text.contains("is taken"))
+        #expect(try await GuestTests.status(port, "POST", "/api/v1/users", user, body: #"{"username":"Eve","password":"long enough"}"#) == 403)
+
+        let made = try await HTTP.send(port, "/api/v1/users", method: "POST",
+                                       body: APITests.json(#"{"username":"Zeynep","password":"correct horse"}"#), token: admin)
+        #expect(made.status == 201)
+        let id = try #require(GuestTests.object(made)["id"] as? String)
+        #expect(GuestTests.object(made)["source"] as? String == "api")
+        #expect(GuestTests.object(made)["admin"] as? Bool == false)
+        let zeynep = try await APITests.token(port, "Zeynep", "correct horse")
+        let rooms = try await HTTP.send(port, "/api/v1/rooms", method: "GET", token: zeynep)
+        #expect(rooms.status == 200)
+        #expect(try await GuestTests.status(port, "GET", "/api/v1/users", zeynep) == 403, "not an admin")
+        let listed = GuestTests.object(try await HTTP.send(port, "/api/v1/users", method: "GET", token: admin))["users"] as? [[String: Any]]
+        #expect(listed?.map { $0["source"] as? String } == ["config", "config", "config", "api"])
+
+        // Kept with an argon2id hash, never the password.
+        let rows = try Database(path: storage).query("SELECT username, password_hash FROM api_users")
+        #expect(rows.count == 1)
+        #expect(rows.first?[0].text == "Zeynep")
+        let hash = rows.first?[1].text ?? ""
+        #expect(hash.hasPrefix("$argon2id$"))
+        #expect(hash.contains("correct horse") == false)
+
+        // Survives a restart.
+        first?.signal(SIGTERM)
+        _ = first?.waitForExit(timeout: 10)
+        first = nil
+        let second = try await BridgeProcess(broker: broker, settings: DeviceBindingTests.settings(),
+                                             extraUsers: Self.admin, storagePath: storage)
+        port = second.httpPort
+        admin = try await APITests.token(port, "Devon", "12345")
+        #expect(try await GuestTests.status(port, "GET", "/api/v1/rooms", zeynep) == 200, "its token outlives the restart")
+
+        // A new password: the old tokens and password stop working, the new one logs in; admin granted.
+        let changed = try await HTTP.send(port, "/api/v1/users/\(id)", method: "PUT",
+                                          body: APITests.json(#"{"password":"battery staple","admin":true}"#), token: admin)
+        #expect(changed.status == 200)
+        #expect(GuestTests.object(changed)["admin"] as? Bool == true)
+        #expect(try await GuestTests.status(port, "GET", "/api/v1/rooms", zeynep) == 401)
+        #expect(try await APITests.login(port, "Zeynep", "correct horse").status == 401)
+        let again = try await APITests.token(port, "Zeynep", "battery staple")
+        #expect(try await GuestTests.status(port, "GET", "/api/v1/users", again) == 200, "now an admin")
+        #expect(try await GuestTests.status(port, "PUT", "/api/v1/users/\(id)", admin, body: "{}") == 400)
+
+        // Removed: its token and login end; config users still can't be.
+        #expect(try await GuestTests.status(port, "DELETE", "/api/v1/users/\(id)", admin) == 204)
+        #expect(try await GuestTests.status(port, "GET", "/api/v1/rooms", again) == 401)
+        #expect(try await APITests.login(port, "Zeynep", "battery staple").status == 401)
+        #expect(try await GuestTests.status(port, "DELETE", "/api/v1/users/\(id)", admin) == 404)
+        #expect(try await GuestTests.status(port, "DELETE", "/api/v1/users/3", admin) == 409)
+        #expect(try Database(path: storage).query("SELECT id FROM api_users").isEmpty)
     }
 
     @Test func devicesNoBindingClaimsAreListedWithTheirLastPayloadBounded() async throws {
