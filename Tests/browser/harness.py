@@ -25,6 +25,10 @@ import bridgetest  # noqa: E402  (Tests/support/bridgetest.py: ports, processes,
 from bridgetest import ROOT, wait_until  # noqa: E402,F401  (wait_until: for the tests)
 
 WEB_ROOT = ROOT / "web"
+
+USER1_ROOMS = ["Livingroom", "Bathroom", "Bedroom", "Kitchen", "Garden", "Saloon", "Babyroom", "Balcony"]
+# What Chromium logs for an API answer a test provokes on purpose (a wrong password, a bad alarm).
+NETWORK_ERROR = r"Failed to load resource: the server responded with a status of {status}"
 ARTIFACTS = Path(os.environ.get("ARTIFACTS", ROOT / "Tests/browser/artifacts"))
 
 
