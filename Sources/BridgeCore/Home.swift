@@ -29,7 +29,7 @@ public struct Reading: Sendable, Equatable {
 /// The configured users and rooms with every sensor's current value: the state the bridge
 /// publishes over MQTT and serves over HTTP.
 public struct Home: Sendable {
-    public let users: [User]
+    public private(set) var users: [User]
     private var values: [RoomKey: [SensorKind: SensorValue]] = [:]
     private var updated: [RoomKey: Date] = [:]
     /// When each sensor last reported, changed or not (README, "Prometheus").
@@ -42,10 +42,17 @@ public struct Home: Sendable {
 
     /// Position of each user in `users` by id and by username: every reading, command and request
     /// looks a user up, and a building can have thousands.
-    private let indexByID: [String: Int]
-    private let indexByUsername: [String: Int]
+    private var indexByID: [String: Int] = [:]
+    private var indexByUsername: [String: Int] = [:]
 
     public init(users: [User]) {
+        self.users = []
+        setUsers(users)
+    }
+
+    /// Replaces the users (an admin added, changed or removed one through the API, README "Admins and
+    /// unbound devices"); the values of rooms that stay are kept.
+    public mutating func setUsers(_ users: [User]) {
         self.users = users
         // The first of duplicates wins, as a linear search would (the config loader refuses them).
         indexByID = Dictionary(users.enumerated().map { ($1.id, $0) }, uniquingKeysWith: { first, _ in first })

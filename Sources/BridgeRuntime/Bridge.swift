@@ -27,7 +27,6 @@ public final class Bridge: Sendable {
     /// - Parameters:
     ///   - broker: where to connect; the embedded broker's address when `mqtt.url` is not set.
     public init(configuration: BridgeConfiguration, broker: BrokerURL, logger: Logger) throws {
-        self.configuration = configuration
         self.logger = logger
         brokerAddress = broker.description
         let startedAt = Date()
@@ -39,12 +38,17 @@ public final class Bridge: Sendable {
         } catch {
             throw RuntimeError("cannot open storage.path \(configuration.storage.path): \(error.description)")
         }
+        // Users an admin made through the API join the config's (README, "Admins and unbound devices");
+        // a cluster has only the config's, which every instance reads alike.
+        let clustered = configuration.cluster.instances > 1
+        let apiUsers = clustered ? [] : try UserAdministration.load(database, configured: configuration.users, logger: logger)
+        let configuration = configuration.adding(users: apiUsers)
+        self.configuration = configuration
         for file in StorageFiles.readableByOthers(databasePath: database.path) {
             logger.warning("storage readable by other users; it holds the token signing key: chmod go-rwx it",
                            ["file": file])
         }
         let topics = Topics(base: configuration.mqtt.baseTopic)
-        let clustered = configuration.cluster.instances > 1
         let outbound = Outbound(broker: mqtt, qos: configuration.mqtt.qos, logger: logger)
         let identity = HomeAssistantDiscovery(prefix: configuration.homeAssistant.prefix, topics: topics,
                                               version: Bridge.version, sourceKind: configuration.source.kind.rawValue)
@@ -61,7 +65,8 @@ public final class Bridge: Sendable {
             ? RestSource(configuration: configuration.owned, controller: controller,
                          client: UpstreamClient(source: configuration.source), logger: logger)
             : SimulatedSource(configuration: configuration, controller: controller, broker: mqtt, logger: logger)
-        let devices = configuration.owned.users.contains { $0.rooms.contains { !$0.bindings.isEmpty } }
+        // An admin sees unbound devices (README, "Admins and unbound devices"): the device source listens then too.
+        let devices = configuration.owned.users.contains { $0.isAdmin || $0.rooms.contains { !$0.bindings.isEmpty } }
             ? try DeviceSource(configuration: configuration.owned, controller: controller, bridgeBroker: mqtt,
                                bridgeBrokerAddress: broker.description, logger: logger)
             : nil
@@ -96,6 +101,8 @@ public final class Bridge: Sendable {
         if let homieFeature { bus.subscribe(homieFeature) }
         let sessions = try SessionService(configuration: configuration, database: database, events: events,
                                           logger: logger)
+        let users = clustered ? nil : UserAdministration(database: database, home: store, sessions: sessions,
+                                                         apiUsers: apiUsers, logger: logger)
         let alarmStore = AlarmStore(database: database)
         let schedule = AlarmSchedule(
             timeZone: configuration.scheduler.timezone.flatMap(TimeZone.init(identifier:)) ?? .current,
@@ -138,7 +145,7 @@ public final class Bridge: Sendable {
             history: clusterHistory ?? DatabaseHistory(store: history), schedule: schedule,
             watchdogs: DatabaseWatchdogs(store: watchdogStore, replication: watchdogReplication), notifier: notifier,
             events: events, commands: commands, mirrors: mirrors, roomDocuments: publisher.roomDocuments,
-            devices: devices), logger: logger)
+            devices: devices, users: users), logger: logger)
     }
 
     /// The port the HTTP server listens on (useful when `http.port` is 0).

@@ -31,7 +31,7 @@ final class DeviceSource: BridgeFeature, LightSwitch {
         var sensor: String
     }
 
-    private struct State {
+    struct State {
         /// Availability topic → what the device last said (absent: nothing yet, taken as online).
         var deviceOnline: [String: Bool] = [:]
         var stale: Set<SensorKey> = []
@@ -59,7 +59,7 @@ final class DeviceSource: BridgeFeature, LightSwitch {
     private let commandTimeout: Double
     private let defaultInterval: Double
     private let source: BridgeConfiguration.Source
-    private let state = Mutex(State())
+    let state = Mutex(State())
     private let confirmations = AsyncAnswers<RoomKey, Bool>()
     /// Device messages not yet applied: taken off the MQTT event loop at once and applied in
     /// `run()`, which waits for the broker between batches, so a device flooding messages costs
@@ -68,6 +68,10 @@ final class DeviceSource: BridgeFeature, LightSwitch {
     private let arrived = CoalescedSignal()
     private let started = Monotonic.now
     private let http: URLSession
+    /// With an admin configured: the presets' filters heard for unbound devices (DeviceSource+Unbound.swift).
+    let discovery: [String]
+    let zigbeeBase: String
+    let unbound = Mutex(UnboundDevices())
 
     /// - Parameters:
     ///   - configuration: the users this instance owns.
@@ -132,6 +136,8 @@ final class DeviceSource: BridgeFeature, LightSwitch {
         self.httpSensors = httpSensors
         self.expiring = expiring
         self.rooms = rooms
+        zigbeeBase = configuration.devices.zigbeeBaseTopic
+        discovery = configuration.users.contains(where: \.isAdmin) ? UnboundDevices.filters(zigbeeBase: zigbeeBase) : []
         let session = URLSessionConfiguration.ephemeral
         session.requestCachePolicy = .reloadIgnoringLocalCacheData
         session.httpMaximumConnectionsPerHost = 2
@@ -167,7 +173,7 @@ final class DeviceSource: BridgeFeature, LightSwitch {
     }
 
     var subscriptions: [MQTTSubscription] {
-        ownBroker == nil ? deviceFilters.map { MQTTSubscription(filter: $0, qos: 1) } : []
+        ownBroker == nil ? subscribedFilters.map { MQTTSubscription(filter: $0, qos: 1) } : []
     }
 
     /// Whether the light of `key` is bound to a device (which then switches it).
@@ -208,19 +214,23 @@ final class DeviceSource: BridgeFeature, LightSwitch {
             entries += matching
         }
         var readings: [Reading] = []
+        var claimed = availability[message.topic] != nil
         for entry in entries {
             switch DevicePayload.decode(message.payload, extractor: entry.extractor, sensor: entry.sensor,
                                         bound: entry.bound) {
             case .value(let value):
                 readings.append(Reading(user: entry.key.user, room: entry.key.room, sensor: entry.sensor, value: value))
                 seen(entry)
+                claimed = true
             case .notForThisSensor:
                 continue
             case .problem(let problem):
                 failed(entry, problem, topic: message.topic)
+                claimed = true
             }
         }
         if !readings.isEmpty { apply(readings) }
+        if !claimed { noteUnbound(message) }
         if let (device, keys) = availability[message.topic] {
             guard let online = device.isOnline(message.payload) else {
                 logger.warning("ignored a device availability that says neither online nor offline",
@@ -291,18 +301,10 @@ final class DeviceSource: BridgeFeature, LightSwitch {
         if let online = changed { controller.setAvailability(key, online: online) }
     }
 
-    /// Payload errors so far, per sensor (for `/metrics`).
-    var payloadErrors: [(RoomKey, String, Int)] {
-        state.withLock { state in
-            state.errors.map { ($0.key.room, $0.key.sensor, $0.value) }
-                .sorted { ($0.0.user, $0.0.room, $0.1) < ($1.0.user, $1.0.room, $1.1) }
-        }
-    }
-
     // MARK: Running
 
     func run() async {
-        guard !isEmpty else { return }
+        guard !isEmpty || !discovery.isEmpty else { return }
         logger.info("reading devices", ["rooms": String(rooms.count), "topics": String(deviceFilters.count),
                                         "http": String(httpSensors.count), "broker": address])
         await withDiscardingTaskGroup { group in
@@ -323,7 +325,7 @@ final class DeviceSource: BridgeFeature, LightSwitch {
 
     /// The devices' own broker: subscribed to every device topic, its messages handled here.
     private func serve(_ client: MQTTClient) async {
-        for filter in deviceFilters {
+        for filter in subscribedFilters {
             do { try client.subscribe(filter, qos: 1) } catch {
                 logger.error("cannot subscribe to a device topic", ["topic": filter, "error": error.description])
             }

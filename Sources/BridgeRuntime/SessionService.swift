@@ -15,7 +15,7 @@ public final class SessionService: Sendable {
     /// The `settings` key of the generated signing key, used only without `cluster.secret`.
     static let keySetting = "session_key"
 
-    private let signer: SessionSigner
+    let signer: SessionSigner
     private let ttl: Double
     private let store: RevocationStore
     private let revoked: Mutex<RevokedSessions>
@@ -23,18 +23,22 @@ public final class SessionService: Sendable {
     /// Tokens whose signature was already checked, with their claims: a client sends the same
     /// token with every request, and the key never changes while the bridge runs. Expiry and
     /// revocation are still checked every time. Emptied when full, so it stays bounded.
-    /// The id's hex text is kept beside the claims: every request needs it (revocations are filed by it).
-    private let verified = Mutex<[String: VerifiedToken]>([:])
+    private let verified = Mutex<[String: SessionClaims]>([:])
     private static let verifiedCapacity = 4096
     private let closeStreams: @Sendable (_ sessionID: String) -> Void
     private let closeUserStreams: @Sendable (_ userID: String) -> Void
     /// The configured users by id: what a token's binding is checked against.
-    private let accounts: [String: User]
+    /// Changes when an admin adds, changes or removes a user through the API (`setAccount`).
+    let accounts: Mutex<[String: User]>
     /// Each user's current binding (`SessionClaims.binding`), made on first use.
     private let bindings = Mutex<[String: [UInt8]]>([:])
     private let settings: SettingsStore
-    private let logger: Logger
-    private let now: @Sendable () -> Date
+    let logger: Logger
+    let now: @Sendable () -> Date
+    /// Unexpired guests by id (README, "Guests"), as in the database: a guest token is checked
+    /// against this, never the database.
+    let guests: Mutex<[String: Guest]>
+    let guestStore: GuestStore
 
     /// Loads the revocations still in force, deleting the expired ones.
     /// - Parameters:
@@ -55,7 +59,7 @@ public final class SessionService: Sendable {
         self.logger = logger
         self.closeStreams = closeStreams
         self.closeUserStreams = closeUserStreams
-        accounts = Dictionary(users.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        accounts = Mutex(Dictionary(users.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first }))
         settings = SettingsStore(database: database)
         self.now = now
         store = RevocationStore(database: database)
@@ -67,6 +71,10 @@ public final class SessionService: Sendable {
             list.insert(SessionRevocation(id: entry.id, expiresAt: entry.expiresAt), now: Double(seconds))
         }
         revoked = Mutex(list)
+        guestStore = GuestStore(database: database)
+        try guestStore.purgeExpired(now: seconds)
+        guests = Mutex(Dictionary(try guestStore.live(now: seconds).map { ($0.id, $0) },
+                                  uniquingKeysWith: { first, _ in first }))
     }
 
     convenience init(configuration: BridgeConfiguration, database: Database, events: EventHub,
@@ -101,6 +109,15 @@ public final class SessionService: Sendable {
         )
     }
 
+    /// What the guest routes call.
+    public var guestServices: GuestServices {
+        GuestServices(
+            create: { [self] userID, draft in try createGuest(userID: userID, draft) },
+            list: { [self] userID in guestList(userID: userID) },
+            revoke: { [self] userID, id in try revokeGuest(userID: userID, id: id) }
+        )
+    }
+
     /// Sets the handler told of each logout made on this instance (not of `revokeRemote` calls).
     /// It runs on the logout request's thread after the revocation is stored, so it should hand the
     /// revocation off (e.g. queue an MQTT publish) rather than wait.
@@ -128,11 +145,11 @@ public final class SessionService: Sendable {
     }
 
     private func session(of token: String) throws -> SessionServices.Session? {
-        guard let verified = verifiedToken(token), !verified.claims.isExpired(atUnixSeconds: now().timeIntervalSince1970),
-              !revoked.withLock({ $0.contains(id: verified.idText) }),
-              try verified.claims.binding == binding(of: verified.claims.userID) else { return nil }
-        return SessionServices.Session(userID: verified.claims.userID, id: verified.idText,
-                                       expiresAt: verified.claims.expiresAt)
+        guard let claims = claims(of: token), !claims.isExpired(atUnixSeconds: now().timeIntervalSince1970),
+              !revoked.withLock({ $0.contains(id: claims.idText) }) else { return nil }
+        if claims.isGuest { return guestSession(claims) }
+        guard try claims.binding == binding(of: claims.userID) else { return nil }
+        return SessionServices.Session(userID: claims.userID, id: claims.idText, expiresAt: claims.expiresAt)
     }
 
     /// The account as it is now, as a token carries it: a keyed digest of the user's id, username and
@@ -142,7 +159,7 @@ public final class SessionService: Sendable {
         try bindings.withLock { (cache: inout [String: [UInt8]]) throws(StorageError) -> [UInt8] in
             if let known = cache[userID] { return known }
             let generation = try settings.value(of: Self.generationKey(userID)) ?? "0"
-            let account = accounts[userID]
+            let account = accounts.withLock { $0[userID] }
             let parts = ["account v1", userID, account?.username ?? "", account?.passwordHash ?? "", generation]
             let digest = signer.digest(Array(parts.joined(separator: "\u{0}").utf8), count: SessionClaims.bindingBytes)
             cache[userID] = digest
@@ -150,11 +167,20 @@ public final class SessionService: Sendable {
         }
     }
 
+    /// A user added, changed (`nil` hash: unchanged) or removed (`user` nil) through the API: tokens
+    /// are checked against the account as it is now, so a changed password ends the old tokens.
+    func setAccount(id: String, to user: User?) {
+        bindings.withLock { cache in
+            accounts.withLock { $0[id] = user }
+            cache[id] = nil
+        }
+    }
+
     private static func generationKey(_ userID: String) -> String { "session_generation:" + userID }
 
     /// Ends every session of a user, here and after restarts: the user's generation goes up, which
     /// changes the binding every one of its tokens carries; its event streams end at once.
-    private func revokeAll(userID: String) throws {
+    func revokeAll(userID: String) throws {
         let key = Self.generationKey(userID)
         do {
             try bindings.withLock { (cache: inout [String: [UInt8]]) throws(StorageError) in
@@ -166,13 +192,20 @@ public final class SessionService: Sendable {
             logger.error("cannot store a logout everywhere", ["error": "\(error)"])
             throw error
         }
+        // Guests' tokens don't carry the generation: the user's guests go with the rest.
+        try revokeAllGuests(userID: userID)
         closeUserStreams(userID)
     }
 
     private func revoke(token: String) throws {
         // The route has just resolved the token; one that no longer checks out has nothing to end.
-        guard let verified = verifiedToken(token) else { return }
-        let revocation = SessionRevocation(id: verified.idText, expiresAt: verified.claims.expiresAt)
+        guard let claims = claims(of: token) else { return }
+        // A guest logging out ends the guest (README, "Guests").
+        if claims.isGuest {
+            _ = try revokeGuest(userID: claims.userID, id: claims.idText)
+            return
+        }
+        let revocation = SessionRevocation(id: claims.idText, expiresAt: claims.expiresAt)
         do {
             try record(revocation)
         } catch {
@@ -183,29 +216,23 @@ public final class SessionService: Sendable {
     }
 
     /// Stored first, so a revocation answered with 204 survives a crash; then in memory.
-    private func record(_ revocation: SessionRevocation) throws(StorageError) {
+    func record(_ revocation: SessionRevocation) throws(StorageError) {
         try store.add(id: revocation.id, expiresAt: revocation.expiresAt)
         revoked.withLock { _ = $0.insert(revocation, now: now().timeIntervalSince1970) }
         closeStreams(revocation.id)
     }
 
-    private struct VerifiedToken: Sendable {
-        let claims: SessionClaims
-        let idText: String
-    }
-
-    private func verifiedToken(_ token: String) -> VerifiedToken? {
+    func claims(of token: String) -> SessionClaims? {
         if let known = verified.withLock({ $0[token] }) { return known }
         guard let claims = signer.verify(token).flatMap(SessionClaims.init(payload:)) else { return nil }
-        let checked = VerifiedToken(claims: claims, idText: claims.idText)
         verified.withLock { verified in
             if verified.count >= Self.verifiedCapacity { verified.removeAll(keepingCapacity: true) }
-            verified[token] = checked
+            verified[token] = claims
         }
-        return checked
+        return claims
     }
 
-    private static func bytes(hex text: String) -> [UInt8]? {
+    static func bytes(hex text: String) -> [UInt8]? {
         let digits = Array(text.utf8)
         guard digits.count.isMultiple(of: 2) else { return nil }
         var bytes: [UInt8] = []
