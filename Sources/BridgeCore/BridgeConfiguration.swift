@@ -142,6 +142,13 @@ public struct BridgeConfiguration: Sendable {
         }
     }
 
+    /// Light commands each user may send (README "Security model", "Command rate"): `rate` a second
+    /// on average, `burst` at once; MQTT and API commands alike, alarms' actions not.
+    public struct Commands: Sendable {
+        public var rate = 10.0
+        public var burst = 30
+    }
+
     public struct Watchdogs: Sendable {
         /// The most watchdogs one user may have (README "Watchdogs").
         public var maxPerUser = 20
@@ -215,6 +222,7 @@ public struct BridgeConfiguration: Sendable {
     public var scheduler = Scheduler()
     public var devices = Devices()
     public var watchdogs = Watchdogs()
+    public var commands = Commands()
     public var notify = Notify()
     public var log = Log()
     public var cluster = Cluster()

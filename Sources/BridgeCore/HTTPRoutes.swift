@@ -322,8 +322,8 @@ public struct HTTPRoutes: Sendable {
         return response
     }
 
-    public static func tooManyRequests(retryAfter seconds: Int) -> HTTPResponse {
-        var response = error(429, "Too many failed logins; try again in \(seconds) s")
+    public static func tooManyRequests(retryAfter seconds: Int, message: String? = nil) -> HTTPResponse {
+        var response = error(429, message ?? "Too many failed logins; try again in \(seconds) s")
         response.headers.append(("Retry-After", String(seconds)))
         return response
     }

@@ -52,6 +52,8 @@ final class CommandService: BridgeFeature, StateSubscriber {
     private let instanceOnline: @Sendable (Int) -> Bool
     /// Homie's devices, whose `…/lights/set` topics are commands too (README, "Homie").
     private let homie: HomieDevices?
+    /// The per-user rate limit and the summarised log of dropped and rejected commands.
+    let gate: CommandGate
 
     /// - Parameters:
     ///   - lights: where a target's commands go before the state changes (its device, or a source
@@ -70,6 +72,7 @@ final class CommandService: BridgeFeature, StateSubscriber {
         topics = Topics(base: configuration.mqtt.baseTopic)
         qos = configuration.mqtt.qos
         relayTimeout = configuration.cluster.commandTimeout
+        gate = CommandGate(rate: configuration.commands.rate, burst: configuration.commands.burst, logger: logger)
     }
 
     /// The room filter also takes `<base>/<user>/groups/<group>/set`, so a group command arrives
@@ -109,6 +112,7 @@ final class CommandService: BridgeFeature, StateSubscriber {
                 logger.info("ignored a redelivered TOGGLE (already applied)",
                             ["topic": message.topic, "packet_id": String(message.messageID)])
             case .success(let command):
+                guard admitted(user: group.user, origin: origin) else { return }
                 switchGroup(command, user: group.user, group: group.group, origin: origin)
             }
             return
@@ -127,8 +131,15 @@ final class CommandService: BridgeFeature, StateSubscriber {
                             ["topic": message.topic, "packet_id": String(message.messageID)])
                 return
             }
+            guard admitted(user: target.user.id, origin: origin) else { return }
             submit(command, target: target, origin: origin)
         }
+    }
+
+    /// Whether the user's MQTT command is within `commands.rate` (README "Security model"); one over
+    /// it is dropped: no state change, no history, no event, a summarised log line.
+    private func admitted(user: String, origin: CommandOrigin) -> Bool {
+        gate.admit(user: user, source: origin.name) == .admitted
     }
 
     /// A retained `/set` message (from the broker's store at subscribe time) is never applied: a
@@ -152,7 +163,9 @@ final class CommandService: BridgeFeature, StateSubscriber {
         let origin = CommandOrigin.mqtt(topic: message.topic, redelivery: message.isRedelivery)
         switch HomieDevices.command(message.payload) {
         case .failure(let rejection): reject(rejection, user: user.id, room: room.id, origin: origin)
-        case .success(let command): submit(command, target: CommandTarget(user: user, room: room), origin: origin)
+        case .success(let command):
+            guard admitted(user: user.id, origin: origin) else { return }
+            submit(command, target: CommandTarget(user: user, room: room), origin: origin)
         }
     }
 
@@ -196,6 +209,7 @@ final class CommandService: BridgeFeature, StateSubscriber {
     /// An API group request (`POST /api/v1/groups/:group/lights`), which waits for every room's
     /// outcome; the first refusal is the answer, the rooms already switched stay switched.
     func switchGroupAndWait(_ command: LightCommand, user: String, group: String?) -> Result<[Reading], CommandRejection> {
+        if case .refused(let wait) = gate.admit(user: user, source: "api") { return .failure(.rateLimited(retryAfter: wait)) }
         let (targets, on): ([CommandTarget], Bool)
         switch groupTargets(command, user: user, group: group) {
         case .success(let found): (targets, on) = found
@@ -217,6 +231,7 @@ final class CommandService: BridgeFeature, StateSubscriber {
 
     /// An API request, which waits for the outcome (on libmicrohttpd's thread, which may block).
     func switchAndWait(_ command: LightCommand, user: String, room: String) -> Result<Reading, CommandRejection> {
+        if case .refused(let wait) = gate.admit(user: user, source: "api") { return .failure(.rateLimited(retryAfter: wait)) }
         let target: CommandTarget
         switch CommandTarget.resolve(user: user, room: room, in: controller.store.home) {
         case .success(let found): target = found
@@ -224,8 +239,9 @@ final class CommandService: BridgeFeature, StateSubscriber {
             if membership.owns(user) {
                 reject(rejection, user: user, room: room, origin: .api)
             } else {
-                logger.warning("command rejected", ["user": user, "room": room, "reason": rejection.code,
-                                                    "detail": rejection.description, "source": "api"])
+                gate.logRejection(user: user, reason: rejection.code,
+                                  ["user": user, "room": room, "reason": rejection.code,
+                                   "detail": rejection.description, "source": "api"])
             }
             return .failure(rejection)
         }
@@ -260,12 +276,19 @@ final class CommandService: BridgeFeature, StateSubscriber {
     /// own command; at most `maxWaiting` at once, as the queue.
     func run() async {
         await withDiscardingTaskGroup { group in
+            group.addTask {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .seconds(1))
+                    self.gate.flushSummaries()
+                }
+            }
             for await job in jobs.jobs {
                 group.addTask {
                     let outcome = await self.forwardThenExecute(job.command, target: job.target, origin: job.origin)
                     job.done?.deliver(outcome)
                 }
             }
+            group.cancelAll()  // the summaries' ticker
         }
     }
 
@@ -313,7 +336,8 @@ final class CommandService: BridgeFeature, StateSubscriber {
         } else {
             topic = other ?? topics.lightsSet(user: user, room: room ?? "*")
         }
-        logger.warning("command rejected", ["topic": topic, "reason": rejection.code, "detail": rejection.description])
+        gate.logRejection(user: user, reason: rejection.code,
+                          ["topic": topic, "reason": rejection.code, "detail": rejection.description])
         guard controller.store.home.user(id: user) != nil else { return }
         controller.publishEvent(user: user, .commandRejected(topic: topic, room: room, rejection: rejection,
                                                              source: origin.name, at: Date()))
