@@ -136,11 +136,14 @@ public struct AlarmSchedule: Sendable {
     }
 
     /// Sorting for lists: by time of day in the scheduler's zone (an alarm relative to the sun by
-    /// its next firing's, else its first day's), then title.
+    /// its next firing's, else its first day's), then title, then uuid, so the order is total and
+    /// pages of a list never overlap.
     public func timeOfDayOrder(_ lhs: Alarm, _ rhs: Alarm, now: Date) -> Bool {
         let left = secondsIntoDay(listedTime(lhs, now: now))
         let right = secondsIntoDay(listedTime(rhs, now: now))
-        return left != right ? left < right : lhs.title.localizedLowercase < rhs.title.localizedLowercase
+        if left != right { return left < right }
+        let (leftTitle, rightTitle) = (lhs.title.localizedLowercase, rhs.title.localizedLowercase)
+        return leftTitle != rightTitle ? leftTitle < rightTitle : lhs.uuid < rhs.uuid
     }
 
     private func listedTime(_ alarm: Alarm, now: Date) -> Date {

@@ -149,6 +149,11 @@ public struct BridgeConfiguration: Sendable {
         public var burst = 30
     }
 
+    public struct Alarms: Sendable {
+        /// The most alarms one user may have (README "Alarms").
+        public var maxPerUser = 100
+    }
+
     public struct Watchdogs: Sendable {
         /// The most watchdogs one user may have (README "Watchdogs").
         public var maxPerUser = 20
@@ -223,6 +228,7 @@ public struct BridgeConfiguration: Sendable {
     public var devices = Devices()
     public var watchdogs = Watchdogs()
     public var commands = Commands()
+    public var alarms = Alarms()
     public var notify = Notify()
     public var log = Log()
     public var cluster = Cluster()

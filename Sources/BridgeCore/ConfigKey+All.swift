@@ -29,6 +29,7 @@ extension ConfigKey {
         .degrees("scheduler.latitude", \.scheduler.latitude, in: -90...90),
         .degrees("scheduler.longitude", \.scheduler.longitude, in: -180...180),
         .int("watchdogs.max_per_user", \.watchdogs.maxPerUser, in: 0...10_000),
+        .int("alarms.max_per_user", \.alarms.maxPerUser, in: 0...100_000),
         .number("commands.rate", \.commands.rate, in: 0.01...100_000),
         .int("commands.burst", \.commands.burst, in: 1...1_000_000),
         .int("notify.attempts", \.notify.attempts, in: 1...20),

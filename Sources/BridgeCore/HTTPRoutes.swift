@@ -74,6 +74,8 @@ public struct HTTPRoutes: Sendable {
     /// The user's watchdogs (`nil`: the routes answer 404), and how many one user may have.
     public var watchdogs: (any WatchdogRepository)?
     public var maxWatchdogsPerUser = 20
+    /// The most alarms one user may have (`alarms.max_per_user`, README "Alarms").
+    public var maxAlarmsPerUser = 100
     /// The clock alarms' `nextFire` is computed against.
     public var now: @Sendable () -> Date = { Date() }
     public var openEvents: EventStreamOpener

@@ -60,6 +60,7 @@ enum HTTPFrontend {
         routes.securityLog = SecurityLog.recorder(logger)
         routes.watchdogs = parts.watchdogs
         routes.maxWatchdogsPerUser = configuration.watchdogs.maxPerUser
+        routes.maxAlarmsPerUser = configuration.alarms.maxPerUser
         routes.reportFailure = { (request: HTTPRequest, error: any Error) in
             // The legacy login route carries a password in its path: never logged.
             let path = request.path.hasPrefix("/login/") ? "/login/…" : request.path

@@ -49,17 +49,21 @@ public struct AlarmStore: Sendable {
     }
 
     /// Stores a new alarm. Occurrences up to `now` count as handled: a new alarm never fires for a
-    /// time that passed before it existed.
-    public func insert(_ alarm: Alarm, now: Date) throws(StorageError) {
+    /// time that passed before it existed. With `maxPerUser`, the alarm is stored only while the user
+    /// has fewer (one statement, so parallel requests can't pass the cap together); returns whether
+    /// it was stored.
+    @discardableResult
+    public func insert(_ alarm: Alarm, now: Date, maxPerUser: Int? = nil) throws(StorageError) -> Bool {
         try database.execute(
             """
             INSERT INTO alarms (title, fire_date, is_enabled, repeats, action_room, action_lights,
                                 days, sun_event, sun_offset, uuid, user_id, handled_through, created_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
+            WHERE (SELECT COUNT(*) FROM alarms WHERE user_id = ?) < ?
             """,
             Self.values(alarm) + [.text(alarm.uuid), .text(alarm.userID), .real(now.timeIntervalSince1970),
-                                  .real(now.timeIntervalSince1970)]
-        )
+                                  .real(now.timeIntervalSince1970), .text(alarm.userID), .integer(Int64(maxPerUser ?? Int.max))]
+        ) > 0
     }
 
     /// Replaces an alarm's fields; returns false when the user has no such alarm. Editing resets

@@ -82,6 +82,7 @@ import Testing
         "scheduler.longitude": Sample(good: "-28.97", needs: ["scheduler.latitude": "41.01", "scheduler.longitude": "10"],
                                       bad: "east"),
         "watchdogs.max_per_user": Sample(good: "3", bad: "-1"),
+        "alarms.max_per_user": Sample(good: "3", bad: "-1"),
         "commands.rate": Sample(good: "0.5", bad: "0"),
         "commands.burst": Sample(good: "5", bad: "0"),
         "notify.attempts": Sample(good: "2", bad: "0"),

@@ -47,7 +47,7 @@ enum Fixtures {
     struct NoAlarms: AlarmRepository {
         func alarms(userID: String) throws -> [Alarm] { [] }
         func alarm(uuid: String, userID: String) throws -> Alarm? { nil }
-        func create(_ alarm: Alarm) throws {}
+        func create(_ alarm: Alarm, maxPerUser: Int) throws -> Bool { false }
         func update(_ alarm: Alarm) throws -> Bool { false }
         func delete(uuid: String, userID: String) throws -> Bool { false }
     }
