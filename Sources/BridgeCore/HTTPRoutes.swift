@@ -34,6 +34,8 @@ public struct HTTPRoutes: Sendable {
 
         /// Notification deliveries since start (README "Notifications").
         public var notifications = NotificationCounts()
+        /// Alarms the scheduler holds in memory: those due soon (README "Alarms", "Limits and pages").
+        public var alarmsInMemory = 0
 
         public init(mqttConnected: Bool, mqttProblem: String?, broker: String, uptimeSeconds: Int,
                     mqttQueued: Int = 0, mqttDropped: Int = 0, devicePayloadErrors: [PayloadErrors] = [],
@@ -225,6 +227,9 @@ public struct HTTPRoutes: Sendable {
             "# HELP smarthome_notifications_dropped_total Notifications dropped because notify.max_queued were waiting.",
             "# TYPE smarthome_notifications_dropped_total counter",
             "smarthome_notifications_dropped_total \(health.notifications.dropped)",
+            "# HELP smarthome_alarms_in_memory Alarms the scheduler holds: those due within 10 minutes.",
+            "# TYPE smarthome_alarms_in_memory gauge",
+            "smarthome_alarms_in_memory \(health.alarmsInMemory)",
             "# HELP smarthome_users Configured users.",
             "# TYPE smarthome_users gauge",
             "smarthome_users \(home.users.count)",

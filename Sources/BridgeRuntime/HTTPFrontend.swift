@@ -23,6 +23,7 @@ enum HTTPFrontend {
         var mirrors: MirrorSubscriptions?
         var roomDocuments: RoomDocuments
         var devices: DeviceSource?
+        var alarmsInMemory: @Sendable () -> Int = { 0 }
     }
 
     static func server(configuration: BridgeConfiguration, parts: Parts, logger: Logger) -> HTTPServer {
@@ -74,7 +75,7 @@ enum HTTPFrontend {
                 to: request,
                 home: { parts.store.home },
                 health: {
-                    HTTPRoutes.Health(
+                    var health = HTTPRoutes.Health(
                         mqttConnected: parts.broker.isConnected,
                         mqttProblem: parts.broker.lastProblem,
                         broker: parts.brokerAddress,
@@ -87,6 +88,8 @@ enum HTTPFrontend {
                         deviceMessagesDropped: parts.devices?.droppedMessages ?? 0,
                         notifications: parts.notifier.snapshot
                     )
+                    health.alarmsInMemory = parts.alarmsInMemory()
+                    return health
                 }
             )
             if logRequests {

@@ -1,3 +1,4 @@
+import BridgeCore
 import Foundation
 import Testing
 
@@ -75,5 +76,50 @@ struct AlarmLimitTests {
             #expect(reply.status == 400, "\(bad): \(reply.status)")
             #expect(reply.text.contains(bad.hasPrefix("limit") ? "\\\"limit\\\"" : "\\\"offset\\\""), "\(reply.text)")
         }
+    }
+
+    /// The red team's case scaled to a test: one user with 2,000 alarms (cap raised). The one due
+    /// in a few seconds still fires; the scheduler holds only what is due within 10 minutes.
+    @Test func twoThousandAlarmsOfOneUserStillFireTheDueOneAndAreNotAllHeld() async throws {
+        let broker = try await TestBroker()
+        let bridge = try await BridgeProcess(broker: broker, settings: "alarms:\n  max_per_user: 3000\n"
+            + "source:\n  interval: 0.2\n  seed: 7\n")
+        let token = try await APITests.token(bridge.httpPort, "Cemalettin", "12345")
+        let watcher = try await TestSubscriber(broker: broker, subscribe: ["smarthome/1/bedroom/lights"])
+        let now = Date()
+        // Daily, from an hour ahead, one every 20 s: none within the next 10 minutes.
+        for index in 0..<2_000 {
+            let fireDate = Timestamp.iso8601(now.addingTimeInterval(3600 + Double(index) * 20))
+            let body = #"{"title":"Alarm \#(index)","fireDate":"\#(fireDate)","repeats":"daily"}"#
+            let reply = try await HTTP.send(bridge.httpPort, "/api/v1/alarms", method: "POST", body: Data(body.utf8),
+                                            token: token)
+            #expect(reply.status == 201)
+        }
+        let due = Timestamp.iso8601(Date().addingTimeInterval(8))
+        let body = #"{"title":"Lights","fireDate":"\#(due)","action":{"room":"bedroom","lights":"ON"}}"#
+        #expect(try await HTTP.send(bridge.httpPort, "/api/v1/alarms", method: "POST", body: Data(body.utf8),
+                                    token: token).status == 201)
+        // The scheduler picks the new alarm up within a second or two; nothing else is held.
+        var held = -1
+        for _ in 0..<40 where held != 1 {
+            held = try await Self.alarmsInMemory(bridge.httpPort)
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(held == 1, "\(held) alarms held, only the one due soon should be")
+        try await watcher.waitFor("smarthome/1/bedroom/lights", payload: "ON", timeout: 15)
+        #expect(bridge.log.contains("alarm fired"), "\(bridge.log.suffix(2000))")
+        // A one-shot alarm that fired is disabled: nothing due soon is held now.
+        let cpuBefore = Fault.cpuSeconds(pid: bridge.pid) ?? 0
+        try await Task.sleep(for: .seconds(5))
+        let cpu = ((Fault.cpuSeconds(pid: bridge.pid) ?? 0) - cpuBefore) / 5
+        #expect(try await Self.alarmsInMemory(bridge.httpPort) == 0)
+        print("alarms: 2,001 for one user -> \(held) held before firing, 0 after; bridge CPU \(Int(cpu * 100)) % "
+            + "of a core (simulation included), RSS \((Fault.residentBytes(pid: bridge.pid) ?? 0) / 1_048_576) MiB")
+    }
+
+    static func alarmsInMemory(_ port: Int) async throws -> Int {
+        let metrics = try await HTTP.get(port, "/metrics").text
+        let line = metrics.split(separator: "\n").first { $0.hasPrefix("smarthome_alarms_in_memory ") }
+        return line.flatMap { Int($0.split(separator: " ")[1]) } ?? -1
     }
 }
