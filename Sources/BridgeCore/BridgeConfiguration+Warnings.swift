@@ -52,14 +52,21 @@ extension BridgeConfiguration {
 
 extension BridgeConfiguration.HTTP {
     /// Whether a dashboard folder (with links resolved) is one of the system's own folders, whose
-    /// files anyone who can reach the bridge could then read: `/`, a folder directly under it
-    /// (`/etc`, `/home`, `/usr`, ...), anything inside `/etc`, `/root`, `/proc`, `/sys`, `/dev` or
-    /// `/boot`, or a home folder itself (`/home/<name>`, with its `.ssh`).
+    /// files anyone who can reach the bridge could then read: `/`, one of the standard folders
+    /// directly under it (`/etc`, `/home`, `/usr`, `/var`, `/opt`, ...), anything inside `/etc`,
+    /// `/root`, `/proc`, `/sys`, `/dev` or `/boot`, or a home folder itself (`/home/<name>`, with its
+    /// `.ssh`). A folder of one's own right under `/` (`/web`) is not one.
     public static func isSystemFolder(_ resolvedPath: String) -> Bool {
         let parts = resolvedPath.split(separator: "/").map(String.init)
         guard let first = parts.first else { return true }
-        if parts.count == 1 { return true }
+        if parts.count == 1 { return standardFolders.contains(first) }
         if ["etc", "root", "proc", "sys", "dev", "boot"].contains(first) { return true }
         return first == "home" && parts.count == 2
     }
+
+    /// The Filesystem Hierarchy Standard's folders under `/`, and the usual merged-/usr links.
+    static let standardFolders: Set<String> = [
+        "bin", "boot", "dev", "etc", "home", "lib", "lib32", "lib64", "libx32", "media", "mnt", "opt", "proc",
+        "root", "run", "sbin", "srv", "sys", "tmp", "usr", "var",
+    ]
 }

@@ -62,7 +62,8 @@ import Testing
         for folder in ["/", "/etc", "/root", "/home", "/usr", "/var", "/etc/ssh", "/proc/self", "/home/alice", "/tmp"] {
             #expect(BridgeConfiguration.HTTP.isSystemFolder(folder), "\(folder)")
         }
-        for folder in ["/srv/bridge/web", "/home/alice/smarthome/web", "/usr/share/smarthome-bridge/web", "/opt/b/web"] {
+        for folder in ["/srv/bridge/web", "/home/alice/smarthome/web", "/usr/share/smarthome-bridge/web", "/opt/b/web",
+                       "/web", "/nonexistent-web"] {
             #expect(!BridgeConfiguration.HTTP.isSystemFolder(folder), "\(folder)")
         }
     }
