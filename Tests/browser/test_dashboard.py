@@ -426,7 +426,7 @@ class Dashboard(unittest.TestCase):
         self.click(self.find("#alarm-list li .alarm-confirm"))
         self.wait_for(lambda d: d.find_elements(By.CSS_SELECTOR, "#alarm-list li") == [], message="the alarm gone")
         self.assertTrue(self.find("#alarm-empty").is_displayed())
-        self.assertEqual(self.bridge.api("GET", "/alarms", token=token)[1], {"alarms": []})
+        self.assertEqual(self.bridge.api("GET", "/alarms", token=token)[1], {"alarms": [], "next": None})
 
     def test_9_watchdogs_create_fire_recover_toggle_edit_delete(self):
         self.log_in()
