@@ -46,10 +46,11 @@ final class CommandGate: Sendable {
 
     /// A command the command path rejected: logged in full when it is the first of its user and
     /// reason in an interval, else only counted.
-    func logRejection(user: String, reason: String, _ metadata: KeyValuePairs<String, String>) {
+    func logRejection(user: String, reason: String, message: String = "command rejected",
+                      _ metadata: KeyValuePairs<String, String>) {
         let now = clock()
         guard state.withLock({ $0.lines.record(.init(subject: user, reason: reason), at: now) }) != nil else { return }
-        logger.warning("command rejected", metadata)
+        logger.warning(message, metadata)
     }
 
     /// Logs the summaries of the intervals that have ended; `run` calls it every second.

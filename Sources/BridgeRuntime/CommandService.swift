@@ -146,16 +146,18 @@ final class CommandService: BridgeFeature, StateSubscriber {
     /// stale retained command must never switch lights at every restart (README, "MQTT").
     private func isStaleRetained(_ message: MQTTMessage) -> Bool {
         guard message.retain else { return false }
-        logger.warning("ignored a retained command: a stale retained /set message must never switch lights; "
-            + "clear it with an empty retained publish", ["topic": message.topic])
+        // Summarised like rejections: a flood of retained commands is one line per 10 s.
+        gate.logRejection(user: "mqtt", reason: "retained", message: "ignored a retained command: a stale retained /set "
+            + "message must never switch lights; clear it with an empty retained publish", ["topic": message.topic])
         return true
     }
 
     /// A Homie controller's `…/lights/set` (`true`/`false`): the same rules as a room's `/set`.
     private func handleHomie(_ message: MQTTMessage, _ homie: HomieDevices) {
         guard let (user, room) = homie.parseSet(message.topic, in: controller.store.home) else {
-            logger.warning("command rejected", ["topic": message.topic, "reason": "unknown_device",
-                                                "detail": "no Homie device or room of this bridge"])
+            gate.logRejection(user: "homie", reason: "unknown_device",
+                              ["topic": message.topic, "reason": "unknown_device",
+                               "detail": "no Homie device or room of this bridge"])
             return
         }
         guard membership.owns(user.id), !message.payload.isEmpty else { return }

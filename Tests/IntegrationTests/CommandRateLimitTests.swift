@@ -127,4 +127,17 @@ struct CommandRateLimitTests {
         print("rate limit (API): \(statuses.count) requests in \(String(format: "%.2f", seconds)) s -> \(admitted) answered 200, "
             + "\(statuses.count { $0 == 429 }) answered 429")
     }
+
+    /// Rejected commands (here 300 unknown words) are one full line and one summary, not 300 lines.
+    @Test func rejectedCommandsAreLoggedOnceAndSummarised() async throws {
+        let broker = try await TestBroker()
+        let bridge = try await BridgeProcess(broker: broker, settings: Self.settings())
+        let publisher = try await TestSubscriber(broker: broker, name: "bad")
+        for _ in 0..<300 { try publisher.publish("smarthome/1/kitchen/lights/set", "BLINK") }
+        #expect(await publisher.client.waitForPublished(timeout: 20))
+        let summary = "rejected 300 commands in the last 10 s user=1 reason=bad_payload"
+        #expect(await bridge.waitForLog(summary, timeout: 20), "\(bridge.log.suffix(2000))")
+        #expect(Self.lines(bridge.log, "command rejected", "reason=bad_payload").count == 1)
+        #expect(!bridge.log.contains("light switched"))
+    }
 }
