@@ -51,6 +51,8 @@ public struct CommandRateLimit: Sendable {
     public let rate: Double
     public let burst: Double
     private var buckets: [String: TokenBucket] = [:]
+    /// Full buckets are forgotten at most once a second, and only past 64 users.
+    private var nextPrune = -Double.infinity
 
     public init(rate: Double, burst: Double) {
         self.rate = rate
@@ -64,7 +66,10 @@ public struct CommandRateLimit: Sendable {
         var bucket = buckets[user] ?? TokenBucket(rate: rate, burst: burst)
         let taken = bucket.take(at: now)
         buckets[user] = bucket
-        if buckets.count > 64 { forgetFull(at: now) }
+        if buckets.count > 64, now >= nextPrune {
+            forgetFull(at: now)
+            nextPrune = now + 1
+        }
         return taken ? .admitted : .refused(retryAfter: bucket.waitForOne)
     }
 
