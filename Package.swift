@@ -40,7 +40,7 @@ let package = Package(
         .testTarget(name: "BridgeStorageTests", dependencies: ["BridgeStorage", "BridgeCore"]),
         .testTarget(name: "BridgeMQTTTests", dependencies: ["BridgeMQTT"]),
         // The runtime's features on an in-memory broker (the integration tests run them on real ones).
-        .testTarget(name: "BridgeRuntimeTests", dependencies: ["BridgeRuntime", "BridgeCore", "BridgeMQTT"]),
+        .testTarget(name: "BridgeRuntimeTests", dependencies: ["BridgeRuntime", "BridgeCore", "BridgeMQTT", "BridgeStorage"]),
         .testTarget(
             name: "IntegrationTests",
             dependencies: [

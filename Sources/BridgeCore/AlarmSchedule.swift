@@ -80,6 +80,19 @@ public struct AlarmSchedule: Sendable {
         return nil
     }
 
+    /// The first time after `handledThrough` at which `decide` has something to do about the alarm:
+    /// its first occurrence after then, a day without its sun event included (decided at that day's
+    /// noon). `nil` when there is none within a year. The scheduler keeps only the alarms whose time
+    /// is near in memory (README "Alarms", "Limits and pages").
+    public func nextDecision(of alarm: Alarm, after handledThrough: Date) -> Date? {
+        let first = days(to: handledThrough, from: alarm)
+        for offset in max(0, first - 1)...max(0, first + 367) {
+            if let next = occurrence(of: alarm, dayOffset: offset), next.time > handledThrough { return next.time }
+            if alarm.repeats == .never, offset > 0 { break }
+        }
+        return nil
+    }
+
     /// What an answer says about when the alarm fires next: a time, or `nil` with the reason
     /// (README "Alarms": disabled, past, the sun does not rise that day).
     public func nextFire(of alarm: Alarm, now: Date) -> (date: Date?, skipReason: String?) {
@@ -136,11 +149,14 @@ public struct AlarmSchedule: Sendable {
     }
 
     /// Sorting for lists: by time of day in the scheduler's zone (an alarm relative to the sun by
-    /// its next firing's, else its first day's), then title.
+    /// its next firing's, else its first day's), then title, then uuid, so the order is total and
+    /// pages of a list never overlap.
     public func timeOfDayOrder(_ lhs: Alarm, _ rhs: Alarm, now: Date) -> Bool {
         let left = secondsIntoDay(listedTime(lhs, now: now))
         let right = secondsIntoDay(listedTime(rhs, now: now))
-        return left != right ? left < right : lhs.title.localizedLowercase < rhs.title.localizedLowercase
+        if left != right { return left < right }
+        let (leftTitle, rightTitle) = (lhs.title.localizedLowercase, rhs.title.localizedLowercase)
+        return leftTitle != rightTitle ? leftTitle < rightTitle : lhs.uuid < rhs.uuid
     }
 
     private func listedTime(_ alarm: Alarm, now: Date) -> Date {

@@ -142,6 +142,18 @@ public struct BridgeConfiguration: Sendable {
         }
     }
 
+    /// Light commands each user may send (README "Security model", "Command rate"): `rate` a second
+    /// on average, `burst` at once; MQTT and API commands alike, alarms' actions not.
+    public struct Commands: Sendable {
+        public var rate = 10.0
+        public var burst = 30
+    }
+
+    public struct Alarms: Sendable {
+        /// The most alarms one user may have (README "Alarms").
+        public var maxPerUser = 100
+    }
+
     public struct Watchdogs: Sendable {
         /// The most watchdogs one user may have (README "Watchdogs").
         public var maxPerUser = 20
@@ -215,6 +227,8 @@ public struct BridgeConfiguration: Sendable {
     public var scheduler = Scheduler()
     public var devices = Devices()
     public var watchdogs = Watchdogs()
+    public var commands = Commands()
+    public var alarms = Alarms()
     public var notify = Notify()
     public var log = Log()
     public var cluster = Cluster()
@@ -226,22 +240,31 @@ public struct BridgeConfiguration: Sendable {
     public init() {}
 }
 
-/// A broker address from `mqtt.url`: `mqtt://host:port` or `mqtts://host:port`.
+/// A broker address from `mqtt.url`: `mqtt://host:port` or `mqtts://host:port`, optionally with
+/// `user:password@` before the host (README "MQTT"). The user name and password are never part of
+/// `description` nor of a parse error, so they appear in no log, answer or `check-config` output.
 public struct BrokerURL: Sendable, Equatable, CustomStringConvertible {
     public var host: String
     public var port: Int
     public var tls: Bool
+    /// From the URL's `user:password@`, percent-decoded; `nil` without one.
+    public var username: String?
+    public var password: String?
 
-    public init(host: String, port: Int, tls: Bool) {
+    public init(host: String, port: Int, tls: Bool, username: String? = nil, password: String? = nil) {
         self.host = host
         self.port = port
         self.tls = tls
+        self.username = username
+        self.password = password
     }
 
-    /// Parses `mqtt://host[:port]` (default port 1883) or `mqtts://host[:port]` (8883); IPv6 hosts in brackets.
+    /// Parses `mqtt://[user[:password]@]host[:port]` (default port 1883) or `mqtts://...` (8883);
+    /// IPv6 hosts in brackets.
     public static func parse(_ text: String) -> Result<BrokerURL, ConfigIssue> {
+        let shown = redacted(text)
         let tls: Bool
-        let rest: Substring
+        var rest: Substring
         if text.hasPrefix("mqtt://") {
             tls = false
             rest = text.dropFirst("mqtt://".count)
@@ -249,7 +272,25 @@ public struct BrokerURL: Sendable, Equatable, CustomStringConvertible {
             tls = true
             rest = text.dropFirst("mqtts://".count)
         } else {
-            return .failure(ConfigIssue(path: "", message: "must start with mqtt:// or mqtts://, got \"\(text)\""))
+            return .failure(ConfigIssue(path: "", message: "must start with mqtt:// or mqtts://, got \"\(shown)\""))
+        }
+        var username: String?
+        var password: String?
+        if let at = rest.lastIndex(of: "@") {
+            let userinfo = rest[..<at]
+            rest = rest[rest.index(after: at)...]
+            let colon = userinfo.firstIndex(of: ":")
+            let user = colon.map { userinfo[..<$0] } ?? userinfo
+            guard !user.isEmpty, let decodedUser = String(user).removingPercentEncoding else {
+                return .failure(ConfigIssue(path: "", message: "needs a user name before @ (mqtt://user:password@host), got \"\(shown)\""))
+            }
+            username = decodedUser
+            if let colon {
+                guard let decoded = String(userinfo[userinfo.index(after: colon)...]).removingPercentEncoding else {
+                    return .failure(ConfigIssue(path: "", message: "has a password that is not valid percent-encoding"))
+                }
+                password = decoded
+            }
         }
         let authority = rest.hasSuffix("/") ? rest.dropLast() : rest
         var host: Substring
@@ -269,8 +310,8 @@ public struct BrokerURL: Sendable, Equatable, CustomStringConvertible {
         } else {
             host = authority
         }
-        if host.isEmpty || host.contains("/") || host.contains("@") {
-            return .failure(ConfigIssue(path: "", message: "needs a host name (mqtt://host:port), got \"\(text)\""))
+        if host.isEmpty || host.contains("/") {
+            return .failure(ConfigIssue(path: "", message: "needs a host name (mqtt://host:port), got \"\(shown)\""))
         }
         var port = tls ? 8883 : 1883
         if let portText {
@@ -279,7 +320,16 @@ public struct BrokerURL: Sendable, Equatable, CustomStringConvertible {
             }
             port = value
         }
-        return .success(BrokerURL(host: String(host), port: port, tls: tls))
+        return .success(BrokerURL(host: String(host), port: port, tls: tls, username: username, password: password))
+    }
+
+    /// `text` with everything between `://` (or the start) and the last `@` replaced by `***`, so a
+    /// URL that does not parse can still be quoted in an error without its password (which may
+    /// itself contain `/` or `:`).
+    public static func redacted(_ text: String) -> String {
+        let start = text.range(of: "://")?.upperBound ?? text.startIndex
+        guard let at = text[start...].lastIndex(of: "@") else { return text }
+        return text[..<start] + "***" + text[at...]
     }
 
     public var description: String { "\(tls ? "mqtts" : "mqtt")://\(host.contains(":") ? "[\(host)]" : host):\(port)" }

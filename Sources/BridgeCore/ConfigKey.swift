@@ -64,6 +64,19 @@ public struct ConfigKey: Sendable {
         }
     }
 
+    /// A decimal number in `range` (`0.5`, `10`).
+    static func number(_ path: String, _ field: Field<Double>, in range: ClosedRange<Double>) -> ConfigKey {
+        ConfigKey(path) { value, config in
+            guard let text = value.nonEmptyString() else { return }
+            guard let number = Double(text.trimmingCharacters(in: .whitespaces)), range.contains(number) else {
+                let bounds = [range.lowerBound, range.upperBound].map { $0 == $0.rounded() ? String(Int($0)) : String($0) }
+                value.fail("must be a number from \(bounds[0]) to \(bounds[1]), got \"\(text)\"")
+                return
+            }
+            config[keyPath: field] = number
+        }
+    }
+
     static func wholeSeconds(_ path: String, _ field: Field<Int>, in range: ClosedRange<Int>) -> ConfigKey {
         ConfigKey(path) { value, config in
             config[keyPath: field] = value.wholeSeconds(in: range, default: config[keyPath: field])

@@ -88,6 +88,16 @@ public struct ConfigLoader {
             issues += value.issues
         }
         checkCombinations(config)
+        // A URL's user:password@ stands for the keys (both at once is a problem checkCombinations
+        // reported), so everything after this reads the credentials from the keys alone.
+        if let url = config.mqtt.url {
+            config.mqtt.username = config.mqtt.username ?? url.username
+            if config.mqtt.passwordFile == nil { config.mqtt.password = config.mqtt.password ?? url.password }
+        }
+        if let url = config.devices.mqttURL {
+            config.devices.mqttUsername = config.devices.mqttUsername ?? url.username
+            config.devices.mqttPassword = config.devices.mqttPassword ?? url.password
+        }
         config.users = UsersDecoder.decode(usersNode, issues: &issues)
         return config
     }
@@ -98,8 +108,21 @@ public struct ConfigLoader {
         if mqtt.password != nil, mqtt.passwordFile != nil {
             issue("mqtt.password_file", "cannot be set together with mqtt.password")
         }
-        if mqtt.password != nil || mqtt.passwordFile != nil, mqtt.username == nil, values["mqtt.username"] == nil {
+        if mqtt.password != nil || mqtt.passwordFile != nil, mqtt.username == nil, mqtt.url?.username == nil,
+           values["mqtt.username"] == nil {
             issue("mqtt.username", "is required when a password is set")
+        }
+        let devices = config.devices
+        let credentials = [("mqtt.url", mqtt.url, "mqtt.username", mqtt.username != nil,
+                            "mqtt.password or mqtt.password_file", mqtt.password != nil || mqtt.passwordFile != nil),
+                           ("devices.mqtt.url", devices.mqttURL, "devices.mqtt.username", devices.mqttUsername != nil,
+                            "devices.mqtt.password", devices.mqttPassword != nil)]
+        for (key, url, userKey, userSet, passwordKey, passwordSet) in credentials {
+            if url?.username != nil, userSet {
+                issue(key, "has a user name (user@) and \(userKey) is set too: give the credentials in one place")
+            } else if url?.password != nil, passwordSet {
+                issue(key, "has a password (user:password@) and \(passwordKey) is set too: give it in one place")
+            }
         }
         let scheduler = config.scheduler
         if (scheduler.latitude == nil) != (scheduler.longitude == nil) {

@@ -118,9 +118,7 @@ extension HTTPRoutes {
                 switch switchLight(userID, path[1], command) {
                 case .success: return roomResponse(user: userID, room: path[1], home: home())
                 case .failure(.unknownRoom), .failure(.unknownUser): return HTTPRoutes.notFound
-                case .failure(let rejection) where rejection.isGatewayTimeout:
-                    return HTTPRoutes.error(504, rejection.description)
-                case .failure(let rejection): return HTTPRoutes.error(409, rejection.description)
+                case .failure(let rejection): return Self.refusal(rejection)
                 }
             }
         case _ where path.count == 3 && path[0] == "groups" && path[2] == "lights":
@@ -155,9 +153,18 @@ extension HTTPRoutes {
                 })),
             ]))
         case .failure(.unknownGroup), .failure(.unknownUser): return HTTPRoutes.notFound
-        case .failure(let rejection) where rejection.isGatewayTimeout:
-            return HTTPRoutes.error(504, rejection.description)
-        case .failure(let rejection): return HTTPRoutes.error(409, rejection.description)
+        case .failure(let rejection): return Self.refusal(rejection)
+        }
+    }
+
+    /// A light command the bridge did not carry out: 429 over the rate limit (README "Security
+    /// model"), 504 when whoever had to carry it out did not answer, else 409.
+    private static func refusal(_ rejection: CommandRejection) -> HTTPResponse {
+        switch rejection {
+        case .rateLimited(let wait):
+            HTTPRoutes.tooManyRequests(retryAfter: CommandRejection.wholeSeconds(wait), message: rejection.description)
+        case _ where rejection.isGatewayTimeout: HTTPRoutes.error(504, rejection.description)
+        default: HTTPRoutes.error(409, rejection.description)
         }
     }
 

@@ -36,14 +36,52 @@ extension HTTPRoutes {
         }
     }
 
+    /// Alarms one page lists by default and at most (README "Alarms", paging).
+    public static let defaultAlarmPage = 100
+    public static let maxAlarmPage = 500
+
+    /// One page of the user's alarms in list order, and `next`, the request for the page after it
+    /// (`null` on the last). The order is total (time of day, title, uuid), so pages taken one after
+    /// another while nothing changes list every alarm once.
     private func listAlarms(_ request: HTTPRequest, user: User) throws -> HTTPResponse {
+        var limit = HTTPRoutes.defaultAlarmPage
+        if let text = request.queryValue("limit") {
+            guard let value = Int(text), (1...HTTPRoutes.maxAlarmPage).contains(value) else {
+                return HTTPRoutes.error(400, "query parameter \"limit\" must be a whole number from 1 to \(HTTPRoutes.maxAlarmPage)")
+            }
+            limit = value
+        }
+        var offset = 0
+        if let text = request.queryValue("offset") {
+            guard let value = Int(text), value >= 0 else {
+                return HTTPRoutes.error(400, "query parameter \"offset\" must be a whole number, 0 or more")
+            }
+            offset = value
+        }
         var list = try alarms.alarms(userID: user.id)
-        if let query = request.queryValue("q"), !query.isEmpty {
+        let query = request.queryValue("q") ?? ""
+        if !query.isEmpty {
             list = list.filter { $0.title.localizedCaseInsensitiveContains(query) }
         }
         let now = now()
         list.sort { schedule.timeOfDayOrder($0, $1, now: now) }
-        return HTTPRoutes.json(.object([("alarms", .array(list.map { schedule.answer($0, now: now) }))]))
+        let page = list.dropFirst(offset).prefix(limit)
+        var next = JSONValue.null
+        if offset + page.count < list.count {
+            var parameters = "limit=\(limit)&offset=\(offset + page.count)"
+            if !query.isEmpty { parameters += "&q=" + HTTPRoutes.queryEncoded(query) }
+            next = .string("/api/v1/alarms?" + parameters)
+        }
+        return HTTPRoutes.json(.object([("alarms", .array(page.map { schedule.answer($0, now: now) })), ("next", next)]))
+    }
+
+    /// `text` as a query value: everything but unreserved ASCII percent-encoded.
+    static func queryEncoded(_ text: String) -> String {
+        text.utf8.map { byte in
+            let unreserved = (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
+                || [0x2D, 0x2E, 0x5F, 0x7E].contains(byte)
+            return unreserved ? String(UnicodeScalar(byte)) : "%" + (byte < 16 ? "0" : "") + String(byte, radix: 16, uppercase: true)
+        }.joined()
     }
 
     private func createAlarm(_ request: HTTPRequest, user: User) throws -> HTTPResponse {
@@ -52,7 +90,10 @@ extension HTTPRoutes {
             return HTTPRoutes.error(400, problem.message)
         case .success(let draft):
             let alarm = draft.alarm(uuid: UUID().uuidString.lowercased(), userID: user.id)
-            try alarms.create(alarm)
+            guard try alarms.create(alarm, maxPerUser: maxAlarmsPerUser) else {
+                return HTTPRoutes.error(409, "you have \(maxAlarmsPerUser) alarms, the most alarms.max_per_user allows; "
+                    + "delete one first")
+            }
             return HTTPRoutes.json(schedule.answer(alarm, now: now()), status: 201)
         }
     }

@@ -34,6 +34,8 @@ public struct HTTPRoutes: Sendable {
 
         /// Notification deliveries since start (README "Notifications").
         public var notifications = NotificationCounts()
+        /// Alarms the scheduler holds in memory: those due soon (README "Alarms", "Limits and pages").
+        public var alarmsInMemory = 0
 
         public init(mqttConnected: Bool, mqttProblem: String?, broker: String, uptimeSeconds: Int,
                     mqttQueued: Int = 0, mqttDropped: Int = 0, devicePayloadErrors: [PayloadErrors] = [],
@@ -83,6 +85,8 @@ public struct HTTPRoutes: Sendable {
     public var users: UserServices?
     /// The config file, named when a change only it can make is asked of the API.
     public var configFile: String?
+    /// The most alarms one user may have (`alarms.max_per_user`, README "Alarms").
+    public var maxAlarmsPerUser = 100
     /// The clock alarms' `nextFire` is computed against.
     public var now: @Sendable () -> Date = { Date() }
     public var openEvents: EventStreamOpener
@@ -232,6 +236,9 @@ public struct HTTPRoutes: Sendable {
             "# HELP smarthome_notifications_dropped_total Notifications dropped because notify.max_queued were waiting.",
             "# TYPE smarthome_notifications_dropped_total counter",
             "smarthome_notifications_dropped_total \(health.notifications.dropped)",
+            "# HELP smarthome_alarms_in_memory Alarms the scheduler holds: those due within 10 minutes.",
+            "# TYPE smarthome_alarms_in_memory gauge",
+            "smarthome_alarms_in_memory \(health.alarmsInMemory)",
             "# HELP smarthome_users Configured users.",
             "# TYPE smarthome_users gauge",
             "smarthome_users \(home.users.count)",
@@ -331,8 +338,8 @@ public struct HTTPRoutes: Sendable {
         return response
     }
 
-    public static func tooManyRequests(retryAfter seconds: Int) -> HTTPResponse {
-        var response = error(429, "Too many failed logins; try again in \(seconds) s")
+    public static func tooManyRequests(retryAfter seconds: Int, message: String? = nil) -> HTTPResponse {
+        var response = error(429, message ?? "Too many failed logins; try again in \(seconds) s")
         response.headers.append(("Retry-After", String(seconds)))
         return response
     }

@@ -88,6 +88,9 @@ public enum CommandRejection: Error, Sendable, Equatable, CustomStringConvertibl
     case deviceTimeout(seconds: Double)
     /// Cluster: the instance that owns the user is offline, so a relayed command was not sent.
     case ownerOffline(instance: Int)
+    /// The user sent more than `commands.rate` / `commands.burst` allow; a command is admitted
+    /// again after this many seconds.
+    case rateLimited(retryAfter: Double)
 
     /// Whoever had to carry the command out did not answer: the owning instance (cluster) or the
     /// light's device (the API says 504, a gateway time-out).
@@ -111,6 +114,7 @@ public enum CommandRejection: Error, Sendable, Equatable, CustomStringConvertibl
         case .ownerTimeout: "owner_timeout"
         case .ownerOffline: "owner_offline"
         case .deviceTimeout: "device_timeout"
+        case .rateLimited: "rate_limited"
         }
     }
 
@@ -130,6 +134,12 @@ public enum CommandRejection: Error, Sendable, Equatable, CustomStringConvertibl
             "the light's device did not confirm the command within \(FixedDecimals.text(seconds, decimals: 1)) s"
         case .ownerOffline(let instance):
             "the bridge instance that owns this user (\(instance)) is offline, so it did not confirm the command"
+        case .rateLimited(let wait):
+            "too many light commands (commands.rate, commands.burst); try again in \(Self.wholeSeconds(wait)) s"
         }
+    }
+
+    /// Seconds to wait, rounded up to a whole one (at least 1), as `Retry-After` has them.
+    public static func wholeSeconds(_ wait: Double) -> Int { max(1, Int(wait.rounded(.up)))
     }
 }

@@ -60,12 +60,11 @@ public struct LoginThrottle: Sendable {
     public var policy: Policy
     private var entries: [String: Entry] = [:]
     private var checksInFlight = 0
-    private var tokens: Double
-    private var tokensAt = 0.0
+    private var budget: TokenBucket
 
     public init(policy: Policy = Policy()) {
         self.policy = policy
-        tokens = policy.checkBurst
+        budget = TokenBucket(rate: policy.checksPerSecond, burst: policy.checkBurst)
     }
 
     /// Password checks reserved and not finished (for tests).
@@ -86,16 +85,16 @@ public struct LoginThrottle: Sendable {
            let wait = blocked(current(addressKey, now: now), free: policy.freeFailuresPerAddress, now: now) {
             return .throttled(retryAfter: wait)
         }
-        refill(now: now)
-        guard checksInFlight < policy.maxConcurrentChecks, tokens >= 1 else {
-            return .throttled(retryAfter: max(1, (1 - tokens) / max(policy.checksPerSecond, 0.001)))
+        budget.refill(at: now)
+        guard checksInFlight < policy.maxConcurrentChecks, budget.tokens >= 1 else {
+            return .throttled(retryAfter: max(1, budget.waitForOne))
         }
         let newKeys = [userKey, addressKey].filter { entries[$0] == nil }.count
         if entries.count + newKeys > policy.maxEntries {
             prune(now: now)
             guard entries.count + newKeys <= policy.maxEntries else { return .throttled(retryAfter: 60) }
         }
-        tokens -= 1
+        budget.spend()
         checksInFlight += 1
         entries[userKey, default: Entry()].inFlight += 1
         entries[addressKey, default: Entry()].inFlight += 1
@@ -139,11 +138,6 @@ public struct LoginThrottle: Sendable {
 
     private func isIdle(_ entry: Entry) -> Bool {
         entry.failures == 0 && entry.inFlight == 0
-    }
-
-    private mutating func refill(now: Double) {
-        tokens = min(policy.checkBurst, tokens + max(0, now - tokensAt) * policy.checksPerSecond)
-        tokensAt = now
     }
 
     private mutating func bump(_ key: String, free: Int, now: Double) {

@@ -5,7 +5,9 @@ import Foundation
 public protocol AlarmRepository: Sendable {
     func alarms(userID: String) throws -> [Alarm]
     func alarm(uuid: String, userID: String) throws -> Alarm?
-    func create(_ alarm: Alarm) throws
+    /// Stores a new alarm unless the user has `maxPerUser` already (checked and inserted at once);
+    /// returns false when the cap was reached.
+    func create(_ alarm: Alarm, maxPerUser: Int) throws -> Bool
     /// Returns false when the user has no alarm with that uuid.
     func update(_ alarm: Alarm) throws -> Bool
     func delete(uuid: String, userID: String) throws -> Bool

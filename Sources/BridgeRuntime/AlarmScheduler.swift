@@ -1,12 +1,27 @@
 import BridgeCore
 import BridgeStorage
 import Foundation
+import Synchronization
 
-/// Fires alarms: every second it asks `AlarmSchedule` about each enabled alarm, publishes the
-/// `alarm` event, runs the action through the command path and records the firing. Changes made
-/// through the API are seen at the next tick, without a restart.
+/// Fires alarms: every second it asks `AlarmSchedule` about each enabled alarm that is due,
+/// publishes the `alarm` event, runs the action through the command path and records the firing.
+///
+/// Only the alarms due soon are in memory (README "Alarms", "Limits and pages"): each stored alarm
+/// carries `next_check`, when `decide` next has something to do about it (indexed). Every second
+/// the scheduler works out the check of alarms stored or edited since (those have none), and every
+/// `reloadInterval` it reads those due within `horizon`, at most `maxLoaded`. An alarm is read
+/// again by its uuid before it is decided, so a change made meanwhile through the API counts.
 final class AlarmScheduler: BridgeFeature {
     let name = "alarms"
+    /// How far ahead alarms are kept in memory, and how often that set is read again.
+    static let horizon = 600.0
+    static let reloadInterval = 60.0
+    /// Alarms in memory at most (the soonest); the rest wait in the database for a later reload.
+    static let maxLoaded = 10_000
+    /// How far a check is put off when no occurrence is found within a year, or for a one-shot
+    /// alarm that is past: it is looked at again then.
+    static let idleCheck = 86_400.0
+
     private let store: AlarmStore
     private let schedule: AlarmSchedule
     private let controller: HomeController
@@ -14,6 +29,13 @@ final class AlarmScheduler: BridgeFeature {
     private let logger: Logger
     /// Cluster: where a one-shot alarm's disabling after it fired is passed on.
     private let replication: AlarmReplication?
+
+    private struct Loaded {
+        var alarms: [String: AlarmStore.Scheduled] = [:]
+        var reloadedAt: Date?
+    }
+
+    private let loaded = Mutex(Loaded())
 
     init(store: AlarmStore, schedule: AlarmSchedule, controller: HomeController, commands: CommandService,
          replication: AlarmReplication? = nil, logger: Logger) {
@@ -25,43 +47,106 @@ final class AlarmScheduler: BridgeFeature {
         self.logger = logger
     }
 
-    /// Decides and acts on every enabled alarm at `now`.
+    /// Alarms held in memory (due within `horizon`).
+    var loadedCount: Int { loaded.withLock { $0.alarms.count } }
+
+    /// Decides and acts on every enabled alarm due at `now`.
     func tick(now: Date) {
-        let due: [(alarm: Alarm, handledThrough: Date)]
         do {
-            due = try store.enabledAlarms()
+            try scheduleNew(now: now)
+            if loaded.withLock({ $0.reloadedAt.map { now.timeIntervalSince($0) >= Self.reloadInterval } ?? true }) {
+                let soon = try store.due(before: now.addingTimeInterval(Self.horizon), limit: Self.maxLoaded)
+                loaded.withLock { $0 = Loaded(alarms: Dictionary(soon.map { ($0.alarm.uuid, $0) }) { _, last in last },
+                                              reloadedAt: now) }
+            }
+            let due = loaded.withLock { $0.alarms.values.filter { ($0.nextCheck ?? now) <= now }.map(\.alarm.uuid) }
+            for uuid in due { try decide(uuid: uuid, now: now) }
         } catch {
             logger.error("cannot read alarms", ["error": error.description])
-            return
         }
-        // In a cluster every instance stores every alarm; only the user's owner fires it.
-        for (alarm, handledThrough) in due where controller.membership.owns(alarm.userID) {
-            switch schedule.decide(alarm, now: now, handledThrough: handledThrough) {
-            case .wait:
-                continue
-            case .skip(let occurrence, let reason):
-                logger.warning("alarm skipped: \(reason)",
-                               ["user": alarm.userID, "alarm": alarm.uuid, "due": Timestamp.iso8601(occurrence)])
-                record(alarm, occurrence: occurrence, now: now, skipped: true)
-            case .fire(let occurrence):
-                // Recorded first: if the bridge dies right after, the alarm is not fired twice.
-                record(alarm, occurrence: occurrence, now: now, skipped: false)
-                fire(alarm, now: now)
+    }
+
+    /// Works out when new and edited alarms are next looked at; keeps those due soon.
+    private func scheduleNew(now: Date) throws(StorageError) {
+        while true {
+            let batch = try store.unscheduled(limit: 2_000)
+            guard !batch.isEmpty else { return }
+            var checks: [(uuid: String, expected: Date?, next: Date)] = []
+            for var entry in batch {
+                entry.nextCheck = nextCheck(entry.alarm, after: entry.handledThrough, now: now)
+                checks.append((entry.alarm.uuid, nil, entry.nextCheck!))
+                keep(entry, now: now)
+            }
+            try store.setNextChecks(checks)
+            if batch.count < 2_000 { return }
+        }
+    }
+
+    private func nextCheck(_ alarm: Alarm, after time: Date, now: Date) -> Date {
+        schedule.nextDecision(of: alarm, after: time) ?? max(time, now).addingTimeInterval(Self.idleCheck)
+    }
+
+    /// Holds `entry` in memory when it is due within the horizon (and there is room), else lets it go.
+    private func keep(_ entry: AlarmStore.Scheduled, now: Date) {
+        let soon = (entry.nextCheck ?? now) <= now.addingTimeInterval(Self.horizon)
+        loaded.withLock { loaded in
+            if soon, loaded.alarms.count < Self.maxLoaded || loaded.alarms[entry.alarm.uuid] != nil {
+                loaded.alarms[entry.alarm.uuid] = entry
+            } else {
+                loaded.alarms[entry.alarm.uuid] = nil
             }
         }
     }
 
-    private func record(_ alarm: Alarm, occurrence: Date, now: Date, skipped: Bool) {
+    /// One due alarm, read again first: fired or skipped by its owner, put off to its next check.
+    private func decide(uuid: String, now: Date) throws(StorageError) {
+        guard let entry = try store.scheduled(uuid: uuid), let check = entry.nextCheck, check <= now else {
+            // Deleted, disabled, edited (its check is worked out again) or put off meanwhile.
+            loaded.withLock { $0.alarms[uuid] = nil }
+            return
+        }
+        let alarm = entry.alarm
+        var next = entry
+        // In a cluster every instance stores every alarm; only the user's owner fires it. The others
+        // only move their own check on.
+        let decision = controller.membership.owns(alarm.userID)
+            ? schedule.decide(alarm, now: now, handledThrough: entry.handledThrough) : .wait
+        switch decision {
+        case .wait:
+            next.nextCheck = nextCheck(alarm, after: now, now: now)
+            try store.setNextChecks([(uuid, check, next.nextCheck!)])
+        case .skip(let occurrence, let reason):
+            logger.warning("alarm skipped: \(reason)",
+                           ["user": alarm.userID, "alarm": alarm.uuid, "due": Timestamp.iso8601(occurrence)])
+            next.nextCheck = record(alarm, occurrence: occurrence, now: now, skipped: true)
+        case .fire(let occurrence):
+            // Recorded first: if the bridge dies right after, the alarm is not fired twice.
+            next.nextCheck = record(alarm, occurrence: occurrence, now: now, skipped: false)
+            fire(alarm, now: now)
+        }
+        if alarm.repeats == .never, decision != .wait { next.nextCheck = nil }
+        if next.nextCheck == nil {
+            loaded.withLock { $0.alarms[uuid] = nil }
+        } else {
+            keep(next, now: now)
+        }
+    }
+
+    /// Returns the next check it stored, `nil` when the firing could not be recorded.
+    private func record(_ alarm: Alarm, occurrence: Date, now: Date, skipped: Bool) -> Date? {
+        let next = nextCheck(alarm, after: max(occurrence, now), now: now)
         do {
             try store.recordFiring(uuid: alarm.uuid, occurrence: occurrence, firedAt: now, skipped: skipped,
-                                   disable: alarm.repeats == .never)
+                                   disable: alarm.repeats == .never, nextCheck: next)
             if alarm.repeats == .never {
                 var disabled = alarm
                 disabled.isEnabled = false
                 replication?.changed(disabled)
             }
+            return next
         } catch {
             logger.error("cannot record an alarm firing", ["alarm": alarm.uuid, "error": error.description])
+            return nil
         }
     }
 

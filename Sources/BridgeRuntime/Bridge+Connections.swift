@@ -106,7 +106,7 @@ extension Bridge {
 
     /// Settings that work but deserve a line at every start.
     static func warnAboutSettings(_ configuration: BridgeConfiguration, logger: Logger) {
-        for warning in configuration.warnings {
+        for warning in ConfigFile.unsafeSettings(configuration) {
             logger.warning("UNSAFE: " + warning)
         }
         if configuration.http.legacyRoutes {

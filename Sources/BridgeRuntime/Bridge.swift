@@ -114,12 +114,13 @@ public final class Bridge: Sendable {
         let watchdogReplication = clustered
             ? WatchdogReplication(records: ReplicatedWatchdogs(store: watchdogStore, topics: topics), home: store,
                                   outbound: outbound, logger: logger) : nil
+        let scheduler = AlarmScheduler(store: alarmStore, schedule: schedule, controller: controller, commands: commands,
+                                       replication: replication, logger: logger)
         var features: [any BridgeFeature] = [
             publisher, commands, groups, recorder, events, source,
             HomeAssistantFeature(identity: identity, discovery: discovery, announced: AnnouncedConfigStore(database: database),
                                  store: store, publisher: publisher, outbound: outbound, router: router, logger: logger),
-            AlarmScheduler(store: alarmStore, schedule: schedule, controller: controller, commands: commands,
-                           replication: replication, logger: logger),
+            scheduler,
             WatchdogMonitor(store: watchdogStore, rules: WatchdogRules(timeZone: schedule.calendar.timeZone),
                             observer: observer, controller: controller, logger: logger),
             notifier,
@@ -145,7 +146,7 @@ public final class Bridge: Sendable {
             history: clusterHistory ?? DatabaseHistory(store: history), schedule: schedule,
             watchdogs: DatabaseWatchdogs(store: watchdogStore, replication: watchdogReplication), notifier: notifier,
             events: events, commands: commands, mirrors: mirrors, roomDocuments: publisher.roomDocuments,
-            devices: devices, users: users), logger: logger)
+            devices: devices, users: users, alarmsInMemory: { scheduler.loadedCount }), logger: logger)
     }
 
     /// The port the HTTP server listens on (useful when `http.port` is 0).

@@ -80,7 +80,9 @@ public enum CommandLineTool {
     private static func checkConfig(path: String, environment: [String: String]) -> Int32 {
         let status: Int32
         let loaded = ConfigFile.load(path: path, environment: environment)
-        let warnings = ConfigFile.warnings(configuration: try? loaded.get(), environment: environment)
+        // Valid but unsafe settings (README "Security model") are warnings too; the bridge logs them at start.
+        let warnings = ConfigFile.warnings(configuration: try? loaded.get(), environment: environment).map(\.description)
+            + ((try? loaded.get()).map(ConfigFile.unsafeSettings) ?? [])
         switch loaded {
         case .success(let config):
             let rooms = config.users.reduce(0) { $0 + $1.rooms.count }
@@ -94,8 +96,7 @@ public enum CommandLineTool {
             }
             status = 1
         }
-        // Valid but unsafe settings (README "Security model") are warnings too; the bridge logs them at start.
-        for warning in warnings.map(\.description) + ((try? loaded.get())?.warnings ?? []) {
+        for warning in warnings {
             FileHandle.standardError.write(Data("  warning: \(warning)\n".utf8))
         }
         return status

@@ -52,6 +52,8 @@ final class CommandService: BridgeFeature, StateSubscriber {
     private let instanceOnline: @Sendable (Int) -> Bool
     /// Homie's devices, whose `…/lights/set` topics are commands too (README, "Homie").
     private let homie: HomieDevices?
+    /// The per-user rate limit and the summarised log of dropped and rejected commands.
+    let gate: CommandGate
 
     /// - Parameters:
     ///   - lights: where a target's commands go before the state changes (its device, or a source
@@ -70,6 +72,7 @@ final class CommandService: BridgeFeature, StateSubscriber {
         topics = Topics(base: configuration.mqtt.baseTopic)
         qos = configuration.mqtt.qos
         relayTimeout = configuration.cluster.commandTimeout
+        gate = CommandGate(rate: configuration.commands.rate, burst: configuration.commands.burst, logger: logger)
     }
 
     /// The room filter also takes `<base>/<user>/groups/<group>/set`, so a group command arrives
@@ -109,6 +112,7 @@ final class CommandService: BridgeFeature, StateSubscriber {
                 logger.info("ignored a redelivered TOGGLE (already applied)",
                             ["topic": message.topic, "packet_id": String(message.messageID)])
             case .success(let command):
+                guard admitted(user: group.user, origin: origin) else { return }
                 switchGroup(command, user: group.user, group: group.group, origin: origin)
             }
             return
@@ -127,24 +131,33 @@ final class CommandService: BridgeFeature, StateSubscriber {
                             ["topic": message.topic, "packet_id": String(message.messageID)])
                 return
             }
+            guard admitted(user: target.user.id, origin: origin) else { return }
             submit(command, target: target, origin: origin)
         }
+    }
+
+    /// Whether the user's MQTT command is within `commands.rate` (README "Security model"); one over
+    /// it is dropped: no state change, no history, no event, a summarised log line.
+    private func admitted(user: String, origin: CommandOrigin) -> Bool {
+        gate.admit(user: user, source: origin.name) == .admitted
     }
 
     /// A retained `/set` message (from the broker's store at subscribe time) is never applied: a
     /// stale retained command must never switch lights at every restart (README, "MQTT").
     private func isStaleRetained(_ message: MQTTMessage) -> Bool {
         guard message.retain else { return false }
-        logger.warning("ignored a retained command: a stale retained /set message must never switch lights; "
-            + "clear it with an empty retained publish", ["topic": message.topic])
+        // Summarised like rejections: a flood of retained commands is one line per 10 s.
+        gate.logRejection(user: "mqtt", reason: "retained", message: "ignored a retained command: a stale retained /set "
+            + "message must never switch lights; clear it with an empty retained publish", ["topic": message.topic])
         return true
     }
 
     /// A Homie controller's `…/lights/set` (`true`/`false`): the same rules as a room's `/set`.
     private func handleHomie(_ message: MQTTMessage, _ homie: HomieDevices) {
         guard let (user, room) = homie.parseSet(message.topic, in: controller.store.home) else {
-            logger.warning("command rejected", ["topic": message.topic, "reason": "unknown_device",
-                                                "detail": "no Homie device or room of this bridge"])
+            gate.logRejection(user: "homie", reason: "unknown_device",
+                              ["topic": message.topic, "reason": "unknown_device",
+                               "detail": "no Homie device or room of this bridge"])
             return
         }
         guard membership.owns(user.id), !message.payload.isEmpty else { return }
@@ -152,7 +165,9 @@ final class CommandService: BridgeFeature, StateSubscriber {
         let origin = CommandOrigin.mqtt(topic: message.topic, redelivery: message.isRedelivery)
         switch HomieDevices.command(message.payload) {
         case .failure(let rejection): reject(rejection, user: user.id, room: room.id, origin: origin)
-        case .success(let command): submit(command, target: CommandTarget(user: user, room: room), origin: origin)
+        case .success(let command):
+            guard admitted(user: user.id, origin: origin) else { return }
+            submit(command, target: CommandTarget(user: user, room: room), origin: origin)
         }
     }
 
@@ -196,6 +211,7 @@ final class CommandService: BridgeFeature, StateSubscriber {
     /// An API group request (`POST /api/v1/groups/:group/lights`), which waits for every room's
     /// outcome; the first refusal is the answer, the rooms already switched stay switched.
     func switchGroupAndWait(_ command: LightCommand, user: String, group: String?) -> Result<[Reading], CommandRejection> {
+        if case .refused(let wait) = gate.admit(user: user, source: "api") { return .failure(.rateLimited(retryAfter: wait)) }
         let (targets, on): ([CommandTarget], Bool)
         switch groupTargets(command, user: user, group: group) {
         case .success(let found): (targets, on) = found
@@ -217,6 +233,7 @@ final class CommandService: BridgeFeature, StateSubscriber {
 
     /// An API request, which waits for the outcome (on libmicrohttpd's thread, which may block).
     func switchAndWait(_ command: LightCommand, user: String, room: String) -> Result<Reading, CommandRejection> {
+        if case .refused(let wait) = gate.admit(user: user, source: "api") { return .failure(.rateLimited(retryAfter: wait)) }
         let target: CommandTarget
         switch CommandTarget.resolve(user: user, room: room, in: controller.store.home) {
         case .success(let found): target = found
@@ -224,8 +241,9 @@ final class CommandService: BridgeFeature, StateSubscriber {
             if membership.owns(user) {
                 reject(rejection, user: user, room: room, origin: .api)
             } else {
-                logger.warning("command rejected", ["user": user, "room": room, "reason": rejection.code,
-                                                    "detail": rejection.description, "source": "api"])
+                gate.logRejection(user: user, reason: rejection.code,
+                                  ["user": user, "room": room, "reason": rejection.code,
+                                   "detail": rejection.description, "source": "api"])
             }
             return .failure(rejection)
         }
@@ -260,12 +278,19 @@ final class CommandService: BridgeFeature, StateSubscriber {
     /// own command; at most `maxWaiting` at once, as the queue.
     func run() async {
         await withDiscardingTaskGroup { group in
+            group.addTask {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .seconds(1))
+                    self.gate.flushSummaries()
+                }
+            }
             for await job in jobs.jobs {
                 group.addTask {
                     let outcome = await self.forwardThenExecute(job.command, target: job.target, origin: job.origin)
                     job.done?.deliver(outcome)
                 }
             }
+            group.cancelAll()  // the summaries' ticker
         }
     }
 
@@ -313,7 +338,8 @@ final class CommandService: BridgeFeature, StateSubscriber {
         } else {
             topic = other ?? topics.lightsSet(user: user, room: room ?? "*")
         }
-        logger.warning("command rejected", ["topic": topic, "reason": rejection.code, "detail": rejection.description])
+        gate.logRejection(user: user, reason: rejection.code,
+                          ["topic": topic, "reason": rejection.code, "detail": rejection.description])
         guard controller.store.home.user(id: user) != nil else { return }
         controller.publishEvent(user: user, .commandRejected(topic: topic, room: room, rejection: rejection,
                                                              source: origin.name, at: Date()))

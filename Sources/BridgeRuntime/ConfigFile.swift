@@ -47,6 +47,30 @@ public enum ConfigFile {
         return warnings
     }
 
+    /// The valid but unsafe settings (README "Security model"): those the configuration shows by
+    /// itself, and those the files it names show (a password file others may read or change, a
+    /// dashboard folder that is a system folder). `check-config` lists them; every start logs them.
+    public static func unsafeSettings(_ configuration: BridgeConfiguration) -> [String] {
+        var found = configuration.warnings
+        if let file = configuration.mqtt.passwordFile, let mode = permissions(of: file), mode & 0o006 != 0 {
+            found.append("mqtt.password_file \(file) is \(mode & 0o004 != 0 ? "readable" : "writable") by every local "
+                + "account (mode \(String(mode, radix: 8))): chmod 600 it")
+        }
+        let webRoot = URL(fileURLWithPath: configuration.http.webRoot).resolvingSymlinksInPath().path
+        if BridgeConfiguration.HTTP.isSystemFolder(webRoot) {
+            found.append("http.web_root \(configuration.http.webRoot) is the system folder \(webRoot): every file in "
+                + "it is served to anyone who reaches the bridge; point it at the dashboard's own folder")
+        }
+        return found
+    }
+
+    /// The permission bits of the file at `path`, `nil` when it cannot be examined.
+    private static func permissions(of path: String) -> Int? {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return nil }
+        return Int(status.st_mode) & 0o7777
+    }
+
     /// Why the dashboard would not be served from `webRoot`, or `nil` when it is a folder. A relative
     /// path is relative to the working directory, like `storage.path` (README "Web dashboard"), so the
     /// message says where it was looked for.

@@ -24,6 +24,7 @@ enum HTTPFrontend {
         var roomDocuments: RoomDocuments
         var devices: DeviceSource?
         var users: UserAdministration?
+        var alarmsInMemory: @Sendable () -> Int = { 0 }
     }
 
     static func server(configuration: BridgeConfiguration, parts: Parts, logger: Logger) -> HTTPServer {
@@ -65,6 +66,7 @@ enum HTTPFrontend {
         routes.users = parts.users?.services
         if let devices = parts.devices { routes.unboundDevices = { devices.unboundDevices } }
         routes.maxWatchdogsPerUser = configuration.watchdogs.maxPerUser
+        routes.maxAlarmsPerUser = configuration.alarms.maxPerUser
         routes.reportFailure = { (request: HTTPRequest, error: any Error) in
             // The legacy login route carries a password in its path: never logged.
             let path = request.path.hasPrefix("/login/") ? "/login/…" : request.path
@@ -78,7 +80,7 @@ enum HTTPFrontend {
                 to: request,
                 home: { parts.store.home },
                 health: {
-                    HTTPRoutes.Health(
+                    var health = HTTPRoutes.Health(
                         mqttConnected: parts.broker.isConnected,
                         mqttProblem: parts.broker.lastProblem,
                         broker: parts.brokerAddress,
@@ -91,6 +93,8 @@ enum HTTPFrontend {
                         deviceMessagesDropped: parts.devices?.droppedMessages ?? 0,
                         notifications: parts.notifier.snapshot
                     )
+                    health.alarmsInMemory = parts.alarmsInMemory()
+                    return health
                 }
             )
             if logRequests {

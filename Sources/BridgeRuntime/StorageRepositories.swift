@@ -11,9 +11,10 @@ struct DatabaseAlarms: AlarmRepository {
     func alarms(userID: String) throws -> [Alarm] { try store.alarms(userID: userID) }
     func alarm(uuid: String, userID: String) throws -> Alarm? { try store.alarm(uuid: uuid, userID: userID) }
 
-    func create(_ alarm: Alarm) throws {
-        try store.insert(alarm, now: Date())
+    func create(_ alarm: Alarm, maxPerUser: Int) throws -> Bool {
+        guard try store.insert(alarm, now: Date(), maxPerUser: maxPerUser) else { return false }
         replication?.changed(alarm)
+        return true
     }
 
     func update(_ alarm: Alarm) throws -> Bool {

@@ -49,17 +49,21 @@ public struct AlarmStore: Sendable {
     }
 
     /// Stores a new alarm. Occurrences up to `now` count as handled: a new alarm never fires for a
-    /// time that passed before it existed.
-    public func insert(_ alarm: Alarm, now: Date) throws(StorageError) {
+    /// time that passed before it existed. With `maxPerUser`, the alarm is stored only while the user
+    /// has fewer (one statement, so parallel requests can't pass the cap together); returns whether
+    /// it was stored.
+    @discardableResult
+    public func insert(_ alarm: Alarm, now: Date, maxPerUser: Int? = nil) throws(StorageError) -> Bool {
         try database.execute(
             """
             INSERT INTO alarms (title, fire_date, is_enabled, repeats, action_room, action_lights,
                                 days, sun_event, sun_offset, uuid, user_id, handled_through, created_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
+            WHERE (SELECT COUNT(*) FROM alarms WHERE user_id = ?) < ?
             """,
             Self.values(alarm) + [.text(alarm.uuid), .text(alarm.userID), .real(now.timeIntervalSince1970),
-                                  .real(now.timeIntervalSince1970)]
-        )
+                                  .real(now.timeIntervalSince1970), .text(alarm.userID), .integer(Int64(maxPerUser ?? Int.max))]
+        ) > 0
     }
 
     /// Replaces an alarm's fields; returns false when the user has no such alarm. Editing resets
@@ -68,7 +72,7 @@ public struct AlarmStore: Sendable {
         try database.execute(
             """
             UPDATE alarms SET title = ?, fire_date = ?, is_enabled = ?, repeats = ?, action_room = ?,
-                action_lights = ?, days = ?, sun_event = ?, sun_offset = ?, handled_through = ?
+                action_lights = ?, days = ?, sun_event = ?, sun_offset = ?, handled_through = ?, next_check = NULL
             WHERE uuid = ? AND user_id = ?
             """,
             Self.values(alarm) + [.real(now.timeIntervalSince1970), .text(alarm.uuid), .text(alarm.userID)]
@@ -88,20 +92,63 @@ public struct AlarmStore: Sendable {
         try database.query("SELECT \(Self.columns) FROM alarms WHERE user_id = ?", [.text(userID)]).compactMap(Self.alarm)
     }
 
-    /// Every enabled alarm with the time through which its occurrences are handled.
-    public func enabledAlarms() throws(StorageError) -> [(alarm: Alarm, handledThrough: Date)] {
-        try database.query("SELECT \(Self.columns), handled_through FROM alarms WHERE is_enabled = 1").compactMap { row in
-            guard let alarm = Self.alarm(from: Array(row.prefix(Self.columnCount))),
-                  let handled = row[Self.columnCount].real
-            else { return nil }
-            return (alarm, Date(timeIntervalSince1970: handled))
+    /// An enabled alarm as the scheduler sees it: with the time through which its occurrences are
+    /// handled and when it must next be looked at (`nil`: not worked out since it was stored or edited).
+    public struct Scheduled: Sendable {
+        public var alarm: Alarm
+        public var handledThrough: Date
+        public var nextCheck: Date?
+    }
+
+    private static func scheduled(_ row: [SQLValue]) -> Scheduled? {
+        guard row.count == columnCount + 2, let alarm = alarm(from: Array(row.prefix(columnCount))),
+              let handled = row[columnCount].real
+        else { return nil }
+        return Scheduled(alarm: alarm, handledThrough: Date(timeIntervalSince1970: handled),
+                         nextCheck: row[columnCount + 1].real.map(Date.init(timeIntervalSince1970:)))
+    }
+
+    private static let scheduledColumns = "\(columns), handled_through, next_check"
+
+    /// Enabled alarms whose next check is not worked out yet (new or edited ones), at most `limit`.
+    public func unscheduled(limit: Int) throws(StorageError) -> [Scheduled] {
+        try database.query("SELECT \(Self.scheduledColumns) FROM alarms WHERE is_enabled = 1 AND next_check IS NULL LIMIT ?",
+                           [.integer(Int64(limit))]).compactMap(Self.scheduled)
+    }
+
+    /// Enabled alarms to be looked at by `before`, soonest first, at most `limit` (an index range).
+    public func due(before: Date, limit: Int) throws(StorageError) -> [Scheduled] {
+        try database.query(
+            """
+            SELECT \(Self.scheduledColumns) FROM alarms WHERE is_enabled = 1 AND next_check <= ?
+            ORDER BY next_check LIMIT ?
+            """, [.real(before.timeIntervalSince1970), .integer(Int64(limit))]).compactMap(Self.scheduled)
+    }
+
+    /// The alarm as the scheduler sees it now, `nil` when deleted or disabled.
+    public func scheduled(uuid: String) throws(StorageError) -> Scheduled? {
+        try database.query("SELECT \(Self.scheduledColumns) FROM alarms WHERE uuid = ? AND is_enabled = 1",
+                           [.text(uuid)]).first.flatMap(Self.scheduled)
+    }
+
+    /// Sets when alarms are next looked at, in one transaction. Only an alarm whose check is still
+    /// what the scheduler read (`expected`) is changed, so an edit in between (which clears it) wins.
+    public func setNextChecks(_ checks: [(uuid: String, expected: Date?, next: Date)]) throws(StorageError) {
+        guard !checks.isEmpty else { return }
+        try database.transaction { (connection: borrowing DatabaseConnection) throws(StorageError) in
+            for check in checks {
+                try connection.execute(
+                    "UPDATE alarms SET next_check = ? WHERE uuid = ? AND next_check IS ?",
+                    [.real(check.next.timeIntervalSince1970), .text(check.uuid),
+                     check.expected.map { .real($0.timeIntervalSince1970) } ?? .null])
+            }
         }
     }
 
     /// Records that an occurrence was fired (or skipped) in one transaction with its bookkeeping:
-    /// handled through `occurrence`, and a one-shot alarm disabled.
-    public func recordFiring(uuid: String, occurrence: Date, firedAt: Date, skipped: Bool, disable: Bool)
-        throws(StorageError)
+    /// handled through `occurrence`, checked next at `nextCheck`, and a one-shot alarm disabled.
+    public func recordFiring(uuid: String, occurrence: Date, firedAt: Date, skipped: Bool, disable: Bool,
+                             nextCheck: Date) throws(StorageError)
     {
         try database.transaction { (connection: borrowing DatabaseConnection) throws(StorageError) in
             try connection.execute(
@@ -110,8 +157,12 @@ public struct AlarmStore: Sendable {
                  .integer(skipped ? 1 : 0)]
             )
             try connection.execute(
-                "UPDATE alarms SET handled_through = ?, is_enabled = CASE WHEN ? THEN 0 ELSE is_enabled END WHERE uuid = ?",
-                [.real(occurrence.timeIntervalSince1970), .integer(disable ? 1 : 0), .text(uuid)]
+                """
+                UPDATE alarms SET handled_through = ?, next_check = ?,
+                    is_enabled = CASE WHEN ? THEN 0 ELSE is_enabled END WHERE uuid = ?
+                """,
+                [.real(occurrence.timeIntervalSince1970), .real(nextCheck.timeIntervalSince1970),
+                 .integer(disable ? 1 : 0), .text(uuid)]
             )
         }
     }

@@ -132,5 +132,11 @@ public struct Migration: Sendable {
             )
             """,
         ]),
+        // When the scheduler next has to look at an alarm (NULL: not worked out yet), so it reads
+        // only the alarms due soon (README "Alarms", "Limits and pages").
+        Migration(version: 10, statements: [
+            "ALTER TABLE alarms ADD COLUMN next_check REAL",
+            "CREATE INDEX alarms_by_next_check ON alarms (is_enabled, next_check)",
+        ]),
     ]
 }

@@ -32,6 +32,9 @@ enum Fixtures {
         case let list as [Any]: return .sequence(list.map { node($0, line: line) }, line: line)
         case let pairs as KeyValuePairs<String, Any>:
             return .mapping(pairs.map { (key: $0.key, value: node($0.value, line: line)) }, line: line)
+        case let dictionary as [String: Any]:
+            return .mapping(dictionary.sorted { $0.key < $1.key }.map { (key: $0.key, value: node($0.value, line: line)) },
+                            line: line)
         default: return .null(line: line)
         }
     }
@@ -44,7 +47,7 @@ enum Fixtures {
     struct NoAlarms: AlarmRepository {
         func alarms(userID: String) throws -> [Alarm] { [] }
         func alarm(uuid: String, userID: String) throws -> Alarm? { nil }
-        func create(_ alarm: Alarm) throws {}
+        func create(_ alarm: Alarm, maxPerUser: Int) throws -> Bool { false }
         func update(_ alarm: Alarm) throws -> Bool { false }
         func delete(uuid: String, userID: String) throws -> Bool { false }
     }

@@ -220,7 +220,9 @@ struct FaultTests {
         let broker = try await FaultBroker()
         let proxy = try FaultProxy(upstreamPort: broker.port)
         let bridge = try await BridgeProcess(
-            broker: nil, settings: Fault.settings(interval: 1, reconnectMin: 0.2, reconnectMax: 0.5),
+            // 100 commands a second for 5 s: past the default command rate (README "Security model").
+            broker: nil, settings: Fault.settings(interval: 1, reconnectMin: 0.2, reconnectMax: 0.5)
+                + "commands:\n  rate: 1000\n  burst: 1000\n",
             environment: ["SMARTHOME_MQTT_URL": "mqtt://127.0.0.1:\(proxy.port)"])
         let commander = try await FaultSubscriber(port: broker.port, name: "commander")
         let before = Self.lights(bridge, room: "Garden")

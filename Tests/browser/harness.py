@@ -143,7 +143,9 @@ class Bridge(bridgetest.Bridge):
             raise RuntimeError("config/bridge.yaml: Mehmet not found")
         config.write_text(changed)
         super().__init__(directory, broker, config,
-                         env={"SMARTHOME_HTTP_WEB_ROOT": str(WEB_ROOT), "SMARTHOME_SOURCE_INTERVAL": "1"})
+                         # The cap raised so one user's alarms fill more than one page of the list.
+                         env={"SMARTHOME_HTTP_WEB_ROOT": str(WEB_ROOT), "SMARTHOME_SOURCE_INTERVAL": "1",
+                              "SMARTHOME_ALARMS_MAX_PER_USER": "600"})
         self.start()
 
     def api(self, method, path, body=None, token=None):

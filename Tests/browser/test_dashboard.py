@@ -424,7 +424,26 @@ class Dashboard(SettingsTests, unittest.TestCase):
         self.click(self.find("#alarm-list li .alarm-confirm"))
         self.wait_for(lambda d: d.find_elements(By.CSS_SELECTOR, "#alarm-list li") == [], message="the alarm gone")
         self.assertTrue(self.find("#alarm-empty").is_displayed())
-        self.assertEqual(self.bridge.api("GET", "/alarms", token=token)[1], {"alarms": []})
+        self.assertEqual(self.bridge.api("GET", "/alarms", token=token)[1], {"alarms": [], "next": None})
+
+    def test_11_alarms_list_every_page(self):
+        # Mehmet's 520 alarms are two pages of the API's list (500 at most each): the dashboard shows all.
+        status, body = self.bridge.api("POST", "/login", {"username": "Mehmet", "password": "123456"})
+        self.assertEqual(status, 200)
+        token = body["token"]
+        for index in range(520):
+            status, _ = self.bridge.api("POST", "/alarms", {"title": f"Page {index}", "fireDate": "2030-01-01T07:00:00Z",
+                                                            "repeats": "daily"}, token=token)
+            self.assertEqual(status, 201)
+        status, first = self.bridge.api("GET", "/alarms?limit=500", token=token)
+        self.assertEqual((len(first["alarms"]), first["next"]), (500, "/api/v1/alarms?limit=500&offset=500"))
+        self.log_in("Mehmet", "123456")
+        self.click(self.find('[data-nav="alarms"]'))
+        self.wait_for(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#alarm-list li")) == 520, 20,
+                      message="all 520 alarms")
+        for uuid in [alarm["uuid"] for alarm in self.bridge.api("GET", "/alarms?limit=500", token=token)[1]["alarms"]
+                     + self.bridge.api("GET", "/alarms?limit=500&offset=500", token=token)[1]["alarms"]]:
+            self.assertEqual(self.bridge.api("DELETE", f"/alarms/{uuid}", token=token)[0], 204)
 
     def test_9_watchdogs_create_fire_recover_toggle_edit_delete(self):
         self.log_in()

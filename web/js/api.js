@@ -94,7 +94,18 @@ export const switchLights = (id, state) =>
 export const history = (id, sensor, since, limit, options) =>
   api(`/rooms/${encodeURIComponent(id)}/history?sensor=${encodeURIComponent(sensor)}` +
       `&since=${encodeURIComponent(since)}&limit=${limit}`, options);
-export const alarms = () => api('/alarms');
+/** Every alarm of the user: the list's pages one after another, following `next` (README "Alarms");
+ * at most 200 pages of 500, the most alarms.max_per_user allows. */
+export async function alarms() {
+  const all = [];
+  let path = '/alarms?limit=500';
+  for (let page = 0; path && page < 200; page += 1) {
+    const body = await api(path);
+    all.push(...(body?.alarms ?? []));
+    path = body?.next ? body.next.replace(/^\/api\/v1/, '') : null;
+  }
+  return { alarms: all };
+}
 export const createAlarm = (alarm) => api('/alarms', { method: 'POST', body: alarm });
 export const updateAlarm = (uuid, alarm) => api(`/alarms/${encodeURIComponent(uuid)}`, { method: 'PUT', body: alarm });
 export const toggleAlarm = (uuid) => api(`/alarms/${encodeURIComponent(uuid)}/toggle`, { method: 'POST' });
