@@ -33,13 +33,8 @@ public final class Bridge: Sendable {
         let startedAt = Date()
         let mqtt = try MQTTClient(configuration: Bridge.mqttConfiguration(configuration, broker: broker, logger: logger))
         self.mqtt = mqtt
-        let database: Database
-        do {
-            database = try Database(path: configuration.storage.path)
-        } catch {
-            throw RuntimeError("cannot open storage.path \(configuration.storage.path): \(error.description)")
-        }
-        for file in StorageFiles.readableByOthers(databasePath: database.path) {
+        let database = try Database.open(configuration)
+        for file in database.path.map(StorageFiles.readableByOthers(databasePath:)) ?? [] {
             logger.warning("storage readable by other users; it holds the token signing key: chmod go-rwx it",
                            ["file": file])
         }

@@ -9,7 +9,7 @@ public struct RevocationStore: Sendable {
 
     /// Records a revocation; revoking twice is not an error.
     public func add(id: String, expiresAt: Int64) throws(StorageError) {
-        try database.execute("INSERT OR IGNORE INTO revoked_sessions (id, expires_at) VALUES (?, ?)",
+        try database.execute("INSERT INTO revoked_sessions (id, expires_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
                              [.text(id), .integer(expiresAt)])
     }
 
