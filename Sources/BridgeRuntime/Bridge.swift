@@ -96,15 +96,20 @@ public final class Bridge: Sendable {
             timeZone: configuration.scheduler.timezone.flatMap(TimeZone.init(identifier:)) ?? .current,
             grace: configuration.scheduler.grace, location: configuration.scheduler.location)
         let watchdogStore = WatchdogStore(database: database)
-        let replication = clustered
+        // Instances on one PostgreSQL read and write alarms, watchdogs, revocations and history there;
+        // only instances with a database each replicate them over MQTT (docs/scaling.md).
+        let replicates = clustered && !database.url.isPostgres
+        let replication = replicates
             ? AlarmReplication(records: ReplicatedAlarms(store: alarmStore, topics: topics), home: store, outbound: outbound,
                                logger: logger) : nil
-        let watchdogReplication = clustered
+        let watchdogReplication = replicates
             ? WatchdogReplication(records: ReplicatedWatchdogs(store: watchdogStore, topics: topics), home: store,
                                   outbound: outbound, logger: logger) : nil
+        let announced = AnnouncedConfigStore(database: database,
+                                             instance: database.url.isPostgres ? configuration.cluster.index : 0)
         var features: [any BridgeFeature] = [
             publisher, commands, groups, recorder, events, source,
-            HomeAssistantFeature(identity: identity, discovery: discovery, announced: AnnouncedConfigStore(database: database),
+            HomeAssistantFeature(identity: identity, discovery: discovery, announced: announced,
                                  store: store, publisher: publisher, outbound: outbound, router: router, logger: logger),
             AlarmScheduler(store: alarmStore, schedule: schedule, controller: controller, commands: commands,
                            replication: replication, logger: logger),
@@ -116,15 +121,19 @@ public final class Bridge: Sendable {
         if let homieFeature { features.append(homieFeature) }
         var mirrors: MirrorSubscriptions?
         var clusterHistory: ClusterHistory?
-        if clustered, let replication {
+        if clustered {
             mirrors = MirrorSubscriptions(router: router, controller: controller, events: events, topics: topics,
                                           logger: logger, idle: .milliseconds(Int(configuration.cluster.mirrorIdle * 1000)))
-            clusterHistory = ClusterHistory(local: DatabaseHistory(store: history), membership: configuration.cluster.membership,
-                                            topics: topics, outbound: outbound,
-                                            timeout: configuration.cluster.commandTimeout, logger: logger)
-            features += [replication, mirrors!, clusterHistory!, watchdogReplication!,
-                         try ClusterPeers(configuration: configuration, broker: broker, store: store, publisher: publisher,
-                                          sessions: sessions, online: online, logger: logger)]
+            clusterHistory = replicates
+                ? ClusterHistory(local: DatabaseHistory(store: history), membership: configuration.cluster.membership,
+                                 topics: topics, outbound: outbound, timeout: configuration.cluster.commandTimeout,
+                                 logger: logger)
+                : nil
+            features += [mirrors!] + ([replication, clusterHistory, watchdogReplication] as [(any BridgeFeature)?])
+                .compactMap { $0 }
+            features.append(try ClusterPeers(configuration: configuration, broker: broker, store: store, publisher: publisher,
+                                             sessions: sessions, online: online, replicatesRevocations: replicates,
+                                             logger: logger))
         }
         self.features = features
         http = HTTPFrontend.server(configuration: configuration, parts: HTTPFrontend.Parts(

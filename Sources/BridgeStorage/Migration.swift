@@ -126,5 +126,12 @@ public struct Migration: Sendable {
             """,
             "CREATE INDEX watchdogs_by_user ON watchdogs (user_id)",
         ]),
+        // The discovery configs announced, per cluster instance: instances sharing a PostgreSQL
+        // database each keep their own (AnnouncedConfigStore).
+        Migration(version: 7, statements: [
+            "CREATE TABLE announced_topics (instance INTEGER NOT NULL, topic TEXT NOT NULL, PRIMARY KEY (instance, topic))",
+            "INSERT INTO announced_topics (instance, topic) SELECT 0, topic FROM announced_configs",
+            "DROP TABLE announced_configs",
+        ]),
     ]
 }

@@ -13,6 +13,12 @@ public struct RevocationStore: Sendable {
                              [.text(id), .integer(expiresAt)])
     }
 
+    /// Whether the session `id` is revoked and its token not yet expired at `now` (Unix seconds).
+    public func isRevoked(id: String, now: Int64) throws(StorageError) -> Bool {
+        !(try database.query("SELECT 1 FROM revoked_sessions WHERE id = ? AND expires_at > ?", [.text(id), .integer(now)])
+            .isEmpty)
+    }
+
     /// Every revocation whose token has not expired at `now` (Unix seconds).
     public func live(now: Int64) throws(StorageError) -> [(id: String, expiresAt: Int64)] {
         try database.query("SELECT id, expires_at FROM revoked_sessions WHERE expires_at > ?", [.integer(now)])

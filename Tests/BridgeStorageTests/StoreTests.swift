@@ -11,7 +11,7 @@ import Testing
         #expect(database.schemaVersion == Migration.all.last?.version)
         let tables = try TestDatabase.tables(database)
         for table in ["revoked_sessions", "settings", "readings", "sensor_state", "alarms", "alarm_firings", "watchdogs",
-                      "announced_configs"] {
+                      "announced_topics"] {
             #expect(tables.contains(table), "\(table)")
         }
         #expect(!tables.contains("sessions"), "stored sessions gave way to signed tokens")
@@ -117,8 +117,21 @@ import Testing
         try store.replace(with: ["ha/light/a/lights/config", "ha/light/b/lights/config"])
         let reopened = AnnouncedConfigStore(database: try test.open())
         #expect(try reopened.topics() == ["ha/light/a/lights/config", "ha/light/b/lights/config"])
+        // Another instance on the same database keeps its own record.
+        let other = AnnouncedConfigStore(database: try test.open(), instance: 2)
+        try other.replace(with: ["ha/light/c/lights/config"])
+        #expect(try reopened.topics() == ["ha/light/a/lights/config", "ha/light/b/lights/config"])
         try reopened.replace(with: [])
         #expect(try store.topics().isEmpty)
+        #expect(try other.topics() == ["ha/light/c/lights/config"])
+    }
+
+    /// Topics announced before the record was kept per instance belong to instance 0.
+    @Test(arguments: Engine.allCases) func announcedConfigsOfEarlierVersionsAreKept(engine: Engine) throws {
+        let test = try TestDatabase(engine)
+        let old = try test.open(migrations: Array(Migration.all.prefix { $0.version < 7 }))
+        try old.execute("INSERT INTO announced_configs (topic) VALUES ('ha/light/a/lights/config')")
+        #expect(try AnnouncedConfigStore(database: try test.open()).topics() == ["ha/light/a/lights/config"])
     }
 
     @Test(arguments: Engine.allCases) func boundParametersAreNeverSQL(engine: Engine) throws {
