@@ -133,5 +133,18 @@ public struct Migration: Sendable {
             "INSERT INTO announced_topics (instance, topic) SELECT 0, topic FROM announced_configs",
             "DROP TABLE announced_configs",
         ]),
+        // Leases on users' ownership and instances' heartbeats, for instances sharing PostgreSQL
+        // (LeaseStore; docs/scaling.md, "Leases").
+        Migration(version: 8, statements: [
+            """
+            CREATE TABLE user_leases (
+                user_id TEXT PRIMARY KEY,
+                instance INTEGER NOT NULL,
+                epoch INTEGER NOT NULL,
+                expires_at REAL NOT NULL
+            )
+            """,
+            "CREATE TABLE cluster_instances (instance INTEGER NOT NULL PRIMARY KEY, expires_at REAL NOT NULL)",
+        ]),
     ]
 }

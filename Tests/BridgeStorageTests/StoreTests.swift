@@ -229,3 +229,55 @@ import Testing
         #expect(try history.count() == 4)
     }
 }
+
+/// Leases and fenced writes (docs/scaling.md, "Leases") on both engines.
+@Suite struct LeaseStoreTests {
+    @Test(arguments: Engine.allCases) func leasesAreTakenByOneInstanceAndOnlyWhenFreeOrExpired(engine: Engine) throws {
+        let leases = LeaseStore(database: try TestDatabase(engine).open())
+        let start = Date(timeIntervalSince1970: 1_796_083_200)
+        #expect(try leases.apply(.acquire(user: "1", epoch: 1), instance: 0, now: start, duration: 10))
+        #expect(try !leases.apply(.acquire(user: "1", epoch: 1), instance: 1, now: start, duration: 10), "raced and lost")
+        #expect(try !leases.apply(.acquire(user: "1", epoch: 2), instance: 1, now: start.addingTimeInterval(5), duration: 10),
+                "still held")
+        #expect(try leases.apply(.renew(user: "1", epoch: 1), instance: 0, now: start.addingTimeInterval(3), duration: 10))
+        #expect(try leases.leases()["1"] == .init(user: "1", instance: 0, epoch: 1, expiresAt: 1_796_083_213))
+        // Instance 0 stops renewing: once expired, instance 1 takes it at the next epoch; 0's renewal then fails.
+        #expect(try leases.apply(.acquire(user: "1", epoch: 2), instance: 1, now: start.addingTimeInterval(14), duration: 10))
+        #expect(try !leases.apply(.renew(user: "1", epoch: 1), instance: 0, now: start.addingTimeInterval(15), duration: 10))
+        #expect(try !leases.apply(.release(user: "1", epoch: 1), instance: 0, now: start.addingTimeInterval(15), duration: 10))
+        #expect(try leases.apply(.release(user: "1", epoch: 2), instance: 1, now: start.addingTimeInterval(16), duration: 10))
+        #expect(try leases.apply(.acquire(user: "1", epoch: 3), instance: 0, now: start.addingTimeInterval(16), duration: 10),
+                "a released lease is free at once")
+
+        try leases.heartbeat(instance: 0, until: start.addingTimeInterval(10))
+        try leases.heartbeat(instance: 2, until: start.addingTimeInterval(4))
+        try leases.heartbeat(instance: 0, until: start.addingTimeInterval(12))
+        #expect(try leases.liveInstances(now: start.addingTimeInterval(5)) == [0])
+        #expect(try leases.liveInstances(now: start) == [0, 2])
+    }
+
+    /// An occurrence is claimed once whoever asks, and never by an instance whose lease moved on.
+    @Test(arguments: Engine.allCases) func anAlarmOccurrenceIsClaimedOnceAndFencedByTheLeaseEpoch(engine: Engine) throws {
+        let database = try TestDatabase(engine).open()
+        let alarms = AlarmStore(database: database)
+        let leases = LeaseStore(database: database)
+        let now = Date(timeIntervalSince1970: 1_796_083_200)
+        let alarm = Alarm(uuid: "a1", userID: "1", title: "Wake", fireDate: now.addingTimeInterval(60), isEnabled: true,
+                          repeats: .daily, action: nil)
+        try alarms.insert(alarm, now: now)
+        let first = now.addingTimeInterval(60)
+        #expect(try alarms.recordFiring(uuid: "a1", occurrence: first, firedAt: first, skipped: false, disable: false))
+        #expect(try !alarms.recordFiring(uuid: "a1", occurrence: first, firedAt: first, skipped: false, disable: false),
+                "the same occurrence a second time")
+
+        #expect(try leases.apply(.acquire(user: "1", epoch: 1), instance: 0, now: now, duration: 200))
+        let second = first.addingTimeInterval(86_400)
+        let takeover = second.addingTimeInterval(-10)
+        #expect(try leases.apply(.acquire(user: "1", epoch: 2), instance: 1, now: takeover, duration: 10))
+        #expect(try !alarms.recordFiring(uuid: "a1", occurrence: second, firedAt: second, skipped: false, disable: false,
+                                         fence: LeaseFence(user: "1", instance: 0, epoch: 1)), "the old owner is fenced")
+        #expect(try alarms.recordFiring(uuid: "a1", occurrence: second, firedAt: takeover.addingTimeInterval(5),
+                                        skipped: false, disable: false, fence: LeaseFence(user: "1", instance: 1, epoch: 2)))
+        #expect(try database.query("SELECT count(*) FROM alarm_firings") == [[.integer(2)]])
+    }
+}
