@@ -14,10 +14,14 @@ final class AlarmScheduler: BridgeFeature {
     private let logger: Logger
     /// Cluster: where a one-shot alarm's disabling after it fired is passed on.
     private let replication: AlarmReplication?
+    /// Cluster on PostgreSQL: alarms fire for the users whose lease this instance holds, each
+    /// occurrence fenced by the lease (docs/scaling.md, "Leases").
+    private let leases: LeaseKeeper?
 
     init(store: AlarmStore, schedule: AlarmSchedule, controller: HomeController, commands: CommandService,
-         replication: AlarmReplication? = nil, logger: Logger) {
+         replication: AlarmReplication? = nil, leases: LeaseKeeper? = nil, logger: Logger) {
         self.commands = commands
+        self.leases = leases
         self.store = store
         self.replication = replication
         self.schedule = schedule
@@ -34,34 +38,41 @@ final class AlarmScheduler: BridgeFeature {
             logger.error("cannot read alarms", ["error": error.description])
             return
         }
-        // In a cluster every instance stores every alarm; only the user's owner fires it.
-        for (alarm, handledThrough) in due where controller.membership.owns(alarm.userID) {
+        // In a cluster every instance stores every alarm; only the user's owner fires it: the
+        // holder of its lease on PostgreSQL, the hash owner otherwise.
+        for (alarm, handledThrough) in due {
+            let fence = leases?.fence(for: alarm.userID)
+            guard leases == nil ? controller.membership.owns(alarm.userID) : fence != nil else { continue }
             switch schedule.decide(alarm, now: now, handledThrough: handledThrough) {
             case .wait:
                 continue
             case .skip(let occurrence, let reason):
                 logger.warning("alarm skipped: \(reason)",
                                ["user": alarm.userID, "alarm": alarm.uuid, "due": Timestamp.iso8601(occurrence)])
-                record(alarm, occurrence: occurrence, now: now, skipped: true)
+                record(alarm, occurrence: occurrence, now: now, skipped: true, fence: fence)
             case .fire(let occurrence):
-                // Recorded first: if the bridge dies right after, the alarm is not fired twice.
-                record(alarm, occurrence: occurrence, now: now, skipped: false)
-                fire(alarm, now: now)
+                // Claimed first: if the bridge dies right after, the alarm is not fired twice; and
+                // an occurrence another instance on the same database claimed is not fired here.
+                if record(alarm, occurrence: occurrence, now: now, skipped: false, fence: fence) { fire(alarm, now: now) }
             }
         }
     }
 
-    private func record(_ alarm: Alarm, occurrence: Date, now: Date, skipped: Bool) {
+    /// Whether this instance claimed the occurrence.
+    @discardableResult
+    private func record(_ alarm: Alarm, occurrence: Date, now: Date, skipped: Bool, fence: LeaseFence?) -> Bool {
         do {
-            try store.recordFiring(uuid: alarm.uuid, occurrence: occurrence, firedAt: now, skipped: skipped,
-                                   disable: alarm.repeats == .never)
+            guard try store.recordFiring(uuid: alarm.uuid, occurrence: occurrence, firedAt: now, skipped: skipped,
+                                         disable: alarm.repeats == .never, fence: fence) else { return false }
             if alarm.repeats == .never {
                 var disabled = alarm
                 disabled.isEnabled = false
                 replication?.changed(disabled)
             }
+            return true
         } catch {
             logger.error("cannot record an alarm firing", ["alarm": alarm.uuid, "error": error.description])
+            return false
         }
     }
 

@@ -105,6 +105,8 @@ public final class Bridge: Sendable {
         let watchdogReplication = replicates
             ? WatchdogReplication(records: ReplicatedWatchdogs(store: watchdogStore, topics: topics), home: store,
                                   outbound: outbound, logger: logger) : nil
+        let leases = clustered && database.url.isPostgres
+            ? LeaseKeeper(store: LeaseStore(database: database), configuration: configuration, logger: logger) : nil
         let announced = AnnouncedConfigStore(database: database,
                                              instance: database.url.isPostgres ? configuration.cluster.index : 0)
         var features: [any BridgeFeature] = [
@@ -112,11 +114,12 @@ public final class Bridge: Sendable {
             HomeAssistantFeature(identity: identity, discovery: discovery, announced: announced,
                                  store: store, publisher: publisher, outbound: outbound, router: router, logger: logger),
             AlarmScheduler(store: alarmStore, schedule: schedule, controller: controller, commands: commands,
-                           replication: replication, logger: logger),
+                           replication: replication, leases: leases, logger: logger),
             WatchdogMonitor(store: watchdogStore, rules: WatchdogRules(timeZone: schedule.calendar.timeZone),
                             observer: observer, controller: controller, logger: logger),
             notifier,
         ]
+        if let leases { features.append(leases) }
         if let devices { features.append(devices) }
         if let homieFeature { features.append(homieFeature) }
         var mirrors: MirrorSubscriptions?
