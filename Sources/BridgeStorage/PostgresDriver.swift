@@ -5,17 +5,23 @@ import Foundation
 /// The PostgreSQL driver over libpq: parameters sent apart from the SQL text (never spliced into
 /// it), results read as text and typed by their column's type.
 ///
-/// A lost connection (the server restarted, a network blip) is reopened with bounded retries
-/// (`reconnectDelays`); a statement outside a transaction is then run again once, and
-/// `Database.transaction` runs a transaction again once when the connection was lost before its
-/// `COMMIT` was sent. Past the retries the error says so and names the server (password redacted).
+/// A lost connection (the server restarted, a network blip) is reopened by the next statement:
+/// one attempt per statement at most, and after a failed attempt none until a back-off has passed
+/// (`reconnectDelays`, then every 2 s), so a statement never waits on a dead server longer than one
+/// connect (`connect_timeout`) while holding `Database`'s lock: the bridge's other work goes on,
+/// and callers retry (the history writer keeps its batch). Once reopened, a statement outside a
+/// transaction is run again once, and `Database.transaction` runs a transaction again once when
+/// the connection was lost before its `COMMIT` was sent. Errors name the server, password redacted.
 final class PostgresDriver: SQLDriver {
     private var raw: OpaquePointer
     private let server: StorageURL.Postgres
     private var inTransaction = false
+    /// Failed reconnect attempts in a row, and when the next may be made.
+    private var failedReconnects = 0
+    private var nextReconnect = ContinuousClock.now
 
-    /// Waits between reconnect attempts: about 8 s in all, which covers a server restart.
-    static let reconnectDelays: [Double] = [0, 0.25, 0.5, 1, 2, 2, 2]
+    /// The waits after the 1st, 2nd, ... failed attempt in a row; the last repeats.
+    static let reconnectDelays: [Duration] = [.milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2)]
 
     var dialect: SQLDialect { .postgres }
 
@@ -32,7 +38,7 @@ final class PostgresDriver: SQLDriver {
     private static func connect(_ server: StorageURL.Postgres) throws(StorageError) -> OpaquePointer {
         var settings: [(String, String)] = [
             ("host", server.host), ("port", String(server.port)), ("user", server.user), ("dbname", server.database),
-            ("connect_timeout", "5"), ("application_name", "smarthome-bridge"),
+            ("connect_timeout", "2"), ("application_name", "smarthome-bridge"),
             // Notices ("already exists, skipping") would otherwise go to stderr unformatted.
             ("options", "-c client_min_messages=warning"),
         ]
@@ -60,18 +66,30 @@ final class PostgresDriver: SQLDriver {
         text.map { String(cString: $0) }?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "unknown error"
     }
 
-    /// Reopens the connection, waiting `reconnectDelays` between attempts.
+    /// One attempt to reopen the connection, unless the back-off after the last failed one still runs.
     private func reconnect() throws(StorageError) {
-        var last = ""
-        for delay in Self.reconnectDelays {
-            if delay > 0 { Thread.sleep(forTimeInterval: delay) }
-            PQreset(raw)
-            if PQstatus(raw) == CONNECTION_OK { return }
-            last = Self.trimmed(PQerrorMessage(raw))
+        let now = ContinuousClock.now
+        guard now >= nextReconnect else {
+            throw StorageError(postgres: "reconnect to \(name)",
+                               message: "the connection is lost; \(failedReconnects) attempts to reopen it failed, "
+                                   + "the next is due in \(Self.milliseconds(nextReconnect - now)) ms",
+                               sqlState: nil, connectionLost: true)
         }
+        PQreset(raw)
+        if PQstatus(raw) == CONNECTION_OK {
+            failedReconnects = 0
+            return
+        }
+        failedReconnects += 1
+        nextReconnect = now + Self.reconnectDelays[min(failedReconnects, Self.reconnectDelays.count) - 1]
         throw StorageError(postgres: "reconnect to \(name)",
-                           message: "the connection was lost and \(Self.reconnectDelays.count) attempts to reopen it failed: \(last)",
+                           message: "the connection is lost and attempt \(failedReconnects) to reopen it failed: "
+                               + Self.trimmed(PQerrorMessage(raw)),
                            sqlState: nil, connectionLost: true)
+    }
+
+    private static func milliseconds(_ duration: Duration) -> Int64 {
+        duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
     }
 
     func execute(_ sql: String, _ bindings: [SQLValue]) throws(StorageError) -> Int {

@@ -64,3 +64,40 @@ struct PostgresBridgeTests {
         }
     }
 }
+
+/// PostgreSQL restarted under the running bridge (README "PostgreSQL"): the bridge keeps
+/// publishing, history writes resume on the reopened connection, and every reading published
+/// meanwhile is in the database.
+@Suite(.timeLimit(.minutes(2)))
+struct PostgresRestartTests {
+    @Test func aRestartedDatabaseLosesNoPublishedReading() async throws {
+        let server = try TestPostgres.start()
+        defer { try? server.stop() }
+        let url = server.url(database: try server.freshDatabase())
+        let broker = try await TestBroker()
+        let bridge = try await BridgeProcess(broker: broker, environment: ["SMARTHOME_STORAGE_URL": url])
+        defer { bridge.signal(SIGTERM); _ = bridge.waitForExit(timeout: 5) }
+        let watcher = try await TestSubscriber(broker: broker, subscribe: ["smarthome/1/kitchen/temperature"])
+        try await Task.sleep(for: .seconds(1.5))
+        try server.stop()
+        let beforeRestart = watcher.messages.count
+        try await Task.sleep(for: .seconds(1.5))
+        #expect(watcher.messages.count > beforeRestart, "the bridge keeps publishing while the database is down")
+        try server.startServer()
+        try await Task.sleep(for: .seconds(2))
+        // Live readings only (the first message is the retained value), then one flush more.
+        let published = watcher.messages.dropFirst().map(\.text)
+        try await Task.sleep(for: .seconds(1.5))
+
+        let database = try Database(url: try StorageURL.parse(url).get())
+        let recorded = try database.query(
+            "SELECT value FROM readings WHERE user_id = '1' AND room_id = 'kitchen' AND sensor = 'temperature' ORDER BY t, rowid"
+        ).compactMap { $0.first?.text }
+        #expect(published.count >= 10, "\(published.count) readings published")
+        let found = recorded.count >= published.count
+            && (0...(recorded.count - published.count)).contains { Array(recorded[$0..<$0 + published.count]) == published }
+        #expect(found, "published \(published) not all recorded in order: \(recorded)")
+        #expect(bridge.log.contains("cannot record history") && bridge.log.contains("kept=true"),
+                "a write failed while the database was down, and its batch was kept: \(bridge.log)")
+    }
+}
