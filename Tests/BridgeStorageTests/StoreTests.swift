@@ -204,6 +204,22 @@ import Testing
         }
     }
 
+    /// What docs/architecture.md ("Storage") tells stores to write instead of SQLite-only SQL.
+    @Test(arguments: Engine.allCases) func thePortableFormsWorkOnBothEngines(engine: Engine) throws {
+        let database = try TestDatabase(engine).open()
+        let insert = "INSERT INTO alarm_firings (uuid, occurrence, fired_at, skipped) VALUES (?, ?, ?, ?) RETURNING id"
+        let first = try database.query(insert, [.text("a"), .real(1.5), .real(2), .integer(0)])
+        let second = try database.query(insert, [.text("b"), .real(1.5), .real(2), .integer(1)])
+        let ids = [first, second].compactMap { $0.first?.first?.integer }
+        #expect(ids.count == 2 && ids[0] < ids[1], "\(first) \(second)")
+        #expect(try database.query("SELECT uuid FROM alarm_firings WHERE skipped = 1") == [[.text("b")]])
+        #expect(try database.query("SELECT CAST(? AS TEXT)", [.text("x")]) == [[.text("x")]])
+        #expect(try database.query("SELECT uuid FROM alarm_firings WHERE lower(uuid) LIKE lower(?)", [.text("A")])
+            == [[.text("a")]])
+        #expect(try database.query("SELECT uuid, count(*) FROM alarm_firings GROUP BY uuid ORDER BY uuid")
+            == [[.text("a"), .integer(1)], [.text("b"), .integer(1)]])
+    }
+
     @Test(arguments: Engine.allCases) func historyKeepsOrderTimesAndEachSensorsNewestValue(engine: Engine) throws {
         let history = HistoryStore(database: try TestDatabase(engine).open())
         let start = Date(timeIntervalSince1970: 1_796_083_200.25)
