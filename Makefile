@@ -66,7 +66,7 @@ RABBITMQ_SUITES := IntegrationTests\.(MQTTBridgeTests|SeedRoutesTests|DiscoveryT
 RUN_RABBITMQ_SUITES := SMARTHOME_TEST_BROKER=rabbitmq $(SWIFT) test --skip-build --no-parallel \
 	--filter '$(RABBITMQ_SUITES)'
 
-## test: unit and integration tests (real mosquitto brokers, HTTP, SQLite), the core suites again on
+## test: unit and integration tests (real mosquitto brokers, HTTP, SQLite, PostgreSQL), the core suites again on
 ## RabbitMQ, the fuzzers, the dashboard in headless Chromium, the compose stack run natively, a
 ## real Home Assistant and a Homie 5 controller
 test: test-deps
