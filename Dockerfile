@@ -21,7 +21,7 @@ FROM ${SWIFT_IMAGE} AS build
 RUN export DEBIAN_FRONTEND=noninteractive \
     && apt-get update \
     && apt-get install -y --no-install-recommends \
-        pkg-config libmosquitto-dev libmicrohttpd-dev libsqlite3-dev libsodium-dev libyaml-dev \
+        pkg-config libmosquitto-dev libmicrohttpd-dev libsqlite3-dev libsodium-dev libyaml-dev libpq-dev \
         libssl-dev libcurl4-openssl-dev \
     && rm -rf /var/lib/apt/lists/*
 
@@ -41,7 +41,7 @@ RUN swift build -c release --static-swift-stdlib --product smarthome-bridge \
 # ---- runtime -----------------------------------------------------------------------------------
 FROM ${RUNTIME_IMAGE}
 
-# What the binary links (readelf -d: libmosquitto, libmicrohttpd, libsqlite3, libsodium, libyaml,
+# What the binary links (readelf -d: libmosquitto, libmicrohttpd, libsqlite3, libsodium, libyaml, libpq,
 # libcrypto from libssl3, libcurl; libc, libm, libstdc++ and libgcc_s come with the base image),
 # CA certificates for mqtts:// and https:// upstreams, curl for the HEALTHCHECK, and tzdata for
 # scheduler.timezone.
@@ -49,7 +49,7 @@ FROM ${RUNTIME_IMAGE}
 RUN export DEBIAN_FRONTEND=noninteractive \
     && apt-get update \
     && apt-get install -y --no-install-recommends \
-        libmosquitto1 libmicrohttpd12 libsqlite3-0 libsodium23 libyaml-0-2 \
+        libmosquitto1 libmicrohttpd12 libsqlite3-0 libsodium23 libyaml-0-2 libpq5 \
         libcurl4 libssl3 ca-certificates curl tzdata \
     && rm -rf /var/lib/apt/lists/* \
     && groupadd --system --gid 10001 bridge \

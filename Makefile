@@ -5,14 +5,15 @@ export PATH := /opt/swift/usr/bin:$(PATH)
 SWIFT ?= swift
 # Build tools and the C libraries the package links, the broker the tests and the embedded
 # default start, and the clients README's examples use.
-APT_PACKAGES := make pkg-config libmosquitto-dev libmicrohttpd-dev libsqlite3-dev libsodium-dev libyaml-dev \
+APT_PACKAGES := make pkg-config libmosquitto-dev libmicrohttpd-dev libsqlite3-dev libsodium-dev libyaml-dev libpq-dev \
 	mosquitto mosquitto-clients curl
 # What `make test` needs beyond the build: Chromium and Selenium for the dashboard's browser tests,
 # docker-compose (only its `config` validator: no engine runs) and PyYAML for the stack test,
 # RabbitMQ for the core suites on its MQTT plugin (the tests start their own node, not the service),
-# openssl (the command) for the HTTPS tests' certificates.
+# openssl (the command) for the HTTPS tests' certificates, PostgreSQL for the storage suite on PostgreSQL
+# (the tests run their own server in a temporary folder, not the service).
 TEST_PACKAGES := chromium chromium-driver python3-selenium python3-yaml python3-venv rabbitmq-server openssl \
-	rtl-433 apprise
+	rtl-433 apprise postgresql
 # Installed without recommends: docker-compose would otherwise pull in the Docker engine.
 TEST_PACKAGES_BARE := docker-compose
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -65,7 +66,7 @@ RABBITMQ_SUITES := IntegrationTests\.(MQTTBridgeTests|SeedRoutesTests|DiscoveryT
 RUN_RABBITMQ_SUITES := SMARTHOME_TEST_BROKER=rabbitmq $(SWIFT) test --skip-build --no-parallel \
 	--filter '$(RABBITMQ_SUITES)'
 
-## test: unit and integration tests (real mosquitto brokers, HTTP, SQLite), the core suites again on
+## test: unit and integration tests (real mosquitto brokers, HTTP, SQLite, PostgreSQL), the core suites again on
 ## RabbitMQ, the fuzzers, the dashboard in headless Chromium, the compose stack run natively, a
 ## real Home Assistant and a Homie 5 controller
 test: test-deps

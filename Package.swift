@@ -17,6 +17,7 @@ let package = Package(
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         // libcrypto only for mosquitto's own password-file format (PBKDF2-HMAC-SHA512), which libsodium lacks.
         .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
 
@@ -28,7 +29,7 @@ let package = Package(
         .target(name: "BridgeHTTP", dependencies: ["CMicroHTTPD", "BridgeCore"]),
         .target(name: "BridgeYAML", dependencies: ["CYAML", "BridgeCore"]),
         .target(name: "BridgeCrypto", dependencies: ["CSodium", "COpenSSL"]),
-        .target(name: "BridgeStorage", dependencies: ["CSQLite", "BridgeCore"]),
+        .target(name: "BridgeStorage", dependencies: ["CSQLite", "CPostgres", "BridgeCore"]),
 
         // Services wired from the core and the adapters.
         .target(name: "BridgeRuntime", dependencies: ["BridgeCore", "BridgeMQTT", "BridgeHTTP", "BridgeYAML", "BridgeCrypto", "BridgeStorage"]),
@@ -37,7 +38,9 @@ let package = Package(
         .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore"]),
         .testTarget(name: "BridgeHTTPTests", dependencies: ["BridgeHTTP", "BridgeCore"]),
         .testTarget(name: "BridgeYAMLTests", dependencies: ["BridgeYAML", "BridgeCore"]),
-        .testTarget(name: "BridgeStorageTests", dependencies: ["BridgeStorage", "BridgeCore"]),
+        // Starts a real PostgreSQL for the storage and integration tests (README "PostgreSQL").
+        .target(name: "PostgresTestSupport", dependencies: ["BridgeRuntime"], path: "Tests/PostgresTestSupport"),
+        .testTarget(name: "BridgeStorageTests", dependencies: ["BridgeStorage", "BridgeCore", "PostgresTestSupport"]),
         .testTarget(name: "BridgeMQTTTests", dependencies: ["BridgeMQTT"]),
         // The runtime's features on an in-memory broker (the integration tests run them on real ones).
         .testTarget(name: "BridgeRuntimeTests", dependencies: ["BridgeRuntime", "BridgeCore", "BridgeMQTT", "BridgeStorage"]),
@@ -45,6 +48,7 @@ let package = Package(
             name: "IntegrationTests",
             dependencies: [
                 "BridgeCore", "BridgeMQTT", "BridgeHTTP", "BridgeYAML", "BridgeCrypto", "BridgeStorage", "BridgeRuntime",
+                "PostgresTestSupport",
             ]
         ),
     ],

@@ -3,6 +3,13 @@
     python3 bench/cluster.py                    # 9,000 rooms: 1 × 9,000 vs 3 × 3,000 (make bench-cluster)
     python3 bench/cluster.py --smoke            # 900 rooms, short windows
     python3 bench/cluster.py --rooms 3000 --instances 2
+    python3 bench/cluster.py --storage postgres --kills 10   # one shared PostgreSQL; takeover times
+
+With `--storage postgres` every case runs on one PostgreSQL of its own (bench/postgres.py, fsync on),
+each instance sharing its database; the report adds the database's write rate (history rows per
+second over the window) and, with `--kills N`, the takeover time: instance 1 of the cluster is
+killed with SIGKILL N times (restarted in between), each time timing from the kill until another
+instance holds the lease of one of its users (`cluster.lease` 3 s for this part).
 
 Each case starts its own mosquitto (set_tcp_nodelay, no per-client queue limit) on a free loopback
 port and the release bridge(s) on one config of R rooms at a 5 s interval, QoS 1, Home Assistant
@@ -25,6 +32,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run as harness  # noqa: E402  (bench/run.py: brokers, bridges, samplers, C tools)
+import postgres  # noqa: E402  (bench/postgres.py: a PostgreSQL in a temporary folder)
+import signal  # noqa: E402
+import statistics  # noqa: E402
 
 SECRET = "bench-cluster-secret-0123456789abcdefghij"
 
@@ -35,17 +45,26 @@ def measure(ctx: dict, rooms: int, instances: int) -> dict:
     label = f"{instances}x{rooms // instances}"
     broker = harness.start_broker(work, f"{label}-broker", extra="max_queued_messages 0\n")
     bridges = []
+    server = ctx.get("postgres")
+    database = f"bench_{label.replace('x', '_')}"
+    url = server.create(database) if server else None
     try:
         for index in range(instances):
-            env = {}
+            env = {"SMARTHOME_STORAGE_URL": url} if url else {}
             if instances > 1:
-                env = {"SMARTHOME_CLUSTER_INSTANCES": str(instances), "SMARTHOME_CLUSTER_INDEX": str(index),
-                       "SMARTHOME_CLUSTER_SECRET": SECRET}
+                env |= {"SMARTHOME_CLUSTER_INSTANCES": str(instances), "SMARTHOME_CLUSTER_INDEX": str(index),
+                        "SMARTHOME_CLUSTER_SECRET": SECRET}
             bridges.append(harness.Bridge(ctx["binary"], config, broker, work, f"{label}-bridge-{index}", env=env))
+        rows_before = int(server.query(database, "SELECT count(*) FROM readings")) if server else 0
+        counted_at = time.monotonic()
         samplers = [harness.Sampler(bridge.pid) for bridge in bridges]
         counted = harness.run_counter(tools, broker.port, 1, interval + 2.0, window, samplers,
                                       quiet=min(1.0, interval / 4), max_wait=6 * interval)
         readings = counted["readings"]
+        if server:
+            rows = int(server.query(database, "SELECT count(*) FROM readings")) - rows_before
+            rows_per_s = rows / (time.monotonic() - counted_at)
+            harness.log(f"{label}: database writes {rows_per_s:,.0f} history rows/s")
         per_instance = []
         for bridge, usage in zip(bridges, counted["usage"]):
             per_instance.append({
@@ -75,6 +94,7 @@ def measure(ctx: dict, rooms: int, instances: int) -> dict:
             "aligned": counted.get("aligned"),
             "first_request_ms": first_ms,
             "next_request_ms": again_ms,
+            "db_rows_per_s": rows_per_s if server else None,
         }
         harness.log(f"{label}: {result['readings_per_s']:,.0f} readings/s delivered; per instance "
                     + ", ".join(f"{i['cpu_pct']:.1f} % CPU / {i['rss_max_mib']:.0f} MiB" for i in per_instance))
@@ -83,6 +103,48 @@ def measure(ctx: dict, rooms: int, instances: int) -> dict:
         for bridge in bridges:
             bridge.stop()
         broker.stop()
+
+
+def takeovers(ctx: dict, rooms: int, instances: int, kills: int) -> list[float]:
+    """Seconds from a SIGKILL of instance 1 until another instance holds the lease of one of its
+    users, `kills` times (instance 1 restarted and given its users back in between)."""
+    server, work = ctx["postgres"], ctx["work"]
+    config = harness.write_config(work / f"takeover-{rooms}.yaml", rooms, ctx["interval"])
+    broker = harness.start_broker(work, "takeover-broker", extra="max_queued_messages 0\n")
+    url = server.create("bench_takeover")
+    user = next(str(u) for u in range(1, rooms // 8 + 1) if owner(str(u), instances) == 1)
+    holder_sql = f"SELECT instance FROM user_leases WHERE user_id = '{user}' AND expires_at > extract(epoch from now())"
+
+    def start(index: int, attempt: int) -> harness.Bridge:
+        env = {"SMARTHOME_STORAGE_URL": url, "SMARTHOME_CLUSTER_INSTANCES": str(instances),
+               "SMARTHOME_CLUSTER_INDEX": str(index), "SMARTHOME_CLUSTER_SECRET": SECRET, "SMARTHOME_CLUSTER_LEASE": "3s"}
+        return harness.Bridge(ctx["binary"], config, broker, work, f"takeover-{index}-{attempt}", env=env)
+
+    def wait_for(done, timeout: float) -> float:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            if done(server.query("bench_takeover", holder_sql)):
+                return time.monotonic() - t0
+            time.sleep(0.05)
+        raise RuntimeError(f"no lease change within {timeout} s")
+
+    bridges = [start(index, 0) for index in range(instances)]
+    times = []
+    try:
+        wait_for(lambda holder: holder == "1", 20)
+        for attempt in range(1, kills + 1):
+            os.kill(bridges[1].pid, signal.SIGKILL)
+            seconds = wait_for(lambda holder: holder not in ("", "1"), 20)
+            times.append(seconds)
+            harness.log(f"takeover {attempt}/{kills}: {seconds:.2f} s")
+            bridges[1].stop()
+            bridges[1] = start(1, attempt)
+            wait_for(lambda holder: holder == "1", 20)
+    finally:
+        for bridge in bridges:
+            bridge.stop()
+        broker.stop()
+    return times
 
 
 def owner(user_id: str, instances: int) -> int:
@@ -130,6 +192,10 @@ def main() -> int:
     parser.add_argument("--rooms", type=int, help="rooms in all (default 9,000; 900 with --smoke)")
     parser.add_argument("--instances", type=int, default=3)
     parser.add_argument("--window", type=float, help="seconds measured (default 30; 4 with --smoke)")
+    parser.add_argument("--storage", choices=["sqlite", "postgres"], default="sqlite",
+                        help="a SQLite file per instance (default) or one shared PostgreSQL")
+    parser.add_argument("--kills", type=int, default=0, help="with --storage postgres: takeovers to time")
+    parser.add_argument("--skip-load", action="store_true", help="only the takeovers")
     args = parser.parse_args()
     rooms = args.rooms or (900 if args.smoke else 9000)
     started = time.monotonic()
@@ -141,12 +207,19 @@ def main() -> int:
     ctx = {"work": work, "tools": tools, "binary": binary, "interval": 5,
            "window": args.window or (4.0 if args.smoke else 30.0)}
     results = []
+    takeover_s: list[float] = []
+    if args.storage == "postgres":
+        ctx["postgres"] = postgres.Server()
     try:
-        for instances in (1, args.instances):
+        for instances in () if args.skip_load else (1, args.instances):
             harness.log(f"--- {instances} instance(s), {rooms:,} rooms (load average {os.getloadavg()[0]:.2f})")
             results.append(measure(ctx, rooms, instances))
+        if args.kills and args.storage == "postgres":
+            takeover_s = takeovers(ctx, rooms, args.instances, args.kills)
     finally:
         harness.bridgetest.stop_all()
+        if "postgres" in ctx:
+            ctx["postgres"].stop()
         shutil.rmtree(work, ignore_errors=True)
     report = {
         "command": " ".join(["python3", "bench/cluster.py", *sys.argv[1:]]),
@@ -154,13 +227,18 @@ def main() -> int:
         "machine": harness.machine(),
         "loadavg_1m_after": os.getloadavg()[0],
         "elapsed_s": round(time.monotonic() - started, 1),
+        "storage": args.storage,
         "results": results,
+        "takeover_s": takeover_s,
     }
     stamp = time.strftime("%Y%m%d-%H%M%S")
     (harness.RESULTS / f"cluster-{stamp}.json").write_text(json.dumps(report, indent=2) + "\n")
     (harness.RESULTS / "latest-cluster.md").write_text(table(results) + "\n")
     print(f"\nSmartHomeBridge cluster benchmark ({report['command']}), {report['date']}, {report['elapsed_s']:.0f} s")
     print(table(results))
+    if takeover_s:
+        print(f"takeover over {len(takeover_s)} kills: min {min(takeover_s):.2f} s, "
+              f"median {statistics.median(takeover_s):.2f} s, max {max(takeover_s):.2f} s")
     return 0
 
 

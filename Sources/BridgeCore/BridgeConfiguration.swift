@@ -104,6 +104,11 @@ public struct BridgeConfiguration: Sendable {
     public struct Storage: Sendable {
         public var path = "./data/bridge.sqlite"
         public var retentionDays = 30
+        /// `storage.url`; nil: the SQLite file at `path`.
+        public var url: StorageURL? = nil
+
+        /// Where the state is kept: `storage.url`, or the SQLite file at `storage.path`.
+        public var location: StorageURL { url ?? .sqlite(path: path) }
     }
 
     public struct HomeAssistant: Sendable {
@@ -196,6 +201,8 @@ public struct BridgeConfiguration: Sendable {
         public var commandTimeout = 5.0
         /// How long an instance keeps following a user it does not own after the last request for it.
         public var mirrorIdle = 600.0
+        /// How long a lease on a user's ownership lasts unrenewed (PostgreSQL storage; docs/scaling.md).
+        public var lease = 10.0
 
         public static let minimumSecretLength = 32
 

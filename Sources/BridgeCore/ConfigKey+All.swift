@@ -7,6 +7,13 @@ extension ConfigKey {
         .duration("publish.refresh", \.publish.refresh, in: 1...604_800),
         .text("storage.path", \.storage.path),
         .int("storage.retention_days", \.storage.retentionDays, in: 1...36_500),
+        ConfigKey("storage.url") { value, config in
+            guard let text = value.nonEmptyString() else { return }
+            switch StorageURL.parse(text) {
+            case .success(let url): config.storage.url = url
+            case .failure(let problem): value.fail(problem.message)
+            }
+        },
         .bool("homeassistant.discovery", \.homeAssistant.discovery),
         ConfigKey("homeassistant.prefix") { value, config in
             guard let prefix = value.nonEmptyString() else { return }
@@ -44,6 +51,7 @@ extension ConfigKey {
         .text("cluster.secret", \.cluster.secret),
         .duration("cluster.command_timeout", \.cluster.commandTimeout, in: 0.1...60),
         .duration("cluster.mirror_idle", \.cluster.mirrorIdle, in: 1...86_400),
+        .duration("cluster.lease", \.cluster.lease, in: 1...3600),
         ConfigKey("devices.mqtt.url") { value, config in
             guard let text = value.nonEmptyString() else { return }
             switch BrokerURL.parse(text) {

@@ -29,17 +29,23 @@ final class AlarmScheduler: BridgeFeature {
     private let logger: Logger
     /// Cluster: where a one-shot alarm's disabling after it fired is passed on.
     private let replication: AlarmReplication?
+    /// Cluster on PostgreSQL: alarms fire for the users whose lease this instance holds, each
+    /// occurrence fenced by the lease (docs/scaling.md, "Leases").
+    private let leases: LeaseKeeper?
 
     private struct Loaded {
         var alarms: [String: AlarmStore.Scheduled] = [:]
         var reloadedAt: Date?
+        /// `LeaseKeeper.acquisitionRounds` at the last reload: users taken over bring their alarms.
+        var leaseRounds = 0
     }
 
     private let loaded = Mutex(Loaded())
 
     init(store: AlarmStore, schedule: AlarmSchedule, controller: HomeController, commands: CommandService,
-         replication: AlarmReplication? = nil, logger: Logger) {
+         replication: AlarmReplication? = nil, leases: LeaseKeeper? = nil, logger: Logger) {
         self.commands = commands
+        self.leases = leases
         self.store = store
         self.replication = replication
         self.schedule = schedule
@@ -54,10 +60,14 @@ final class AlarmScheduler: BridgeFeature {
     func tick(now: Date) {
         do {
             try scheduleNew(now: now)
-            if loaded.withLock({ $0.reloadedAt.map { now.timeIntervalSince($0) >= Self.reloadInterval } ?? true }) {
+            let leaseRounds = leases?.acquisitionRounds ?? 0
+            if loaded.withLock({ loaded in
+                loaded.leaseRounds != leaseRounds
+                    || loaded.reloadedAt.map { now.timeIntervalSince($0) >= Self.reloadInterval } ?? true
+            }) {
                 let soon = try store.due(before: now.addingTimeInterval(Self.horizon), limit: Self.maxLoaded)
                 loaded.withLock { $0 = Loaded(alarms: Dictionary(soon.map { ($0.alarm.uuid, $0) }) { _, last in last },
-                                              reloadedAt: now) }
+                                              reloadedAt: now, leaseRounds: leaseRounds) }
             }
             let due = loaded.withLock { $0.alarms.values.filter { ($0.nextCheck ?? now) <= now }.map(\.alarm.uuid) }
             for uuid in due { try decide(uuid: uuid, now: now) }
@@ -72,13 +82,17 @@ final class AlarmScheduler: BridgeFeature {
             let batch = try store.unscheduled(limit: 2_000)
             guard !batch.isEmpty else { return }
             var checks: [(uuid: String, expected: Date?, next: Date)] = []
-            for var entry in batch {
+            // On a shared database each alarm is scheduled by the holder of its user's lease, so the
+            // instance that fires it also holds it in memory (others would keep it from the owner
+            // until the next reload); the users of a dead instance are scheduled by who takes them.
+            for var entry in batch where leases.map({ $0.fence(for: entry.alarm.userID) != nil }) ?? true {
                 entry.nextCheck = nextCheck(entry.alarm, after: entry.handledThrough, now: now)
                 checks.append((entry.alarm.uuid, nil, entry.nextCheck!))
                 keep(entry, now: now)
             }
             try store.setNextChecks(checks)
-            if batch.count < 2_000 { return }
+            // A full batch of other instances' alarms is left to them rather than read again now.
+            if batch.count < 2_000 || checks.isEmpty { return }
         }
     }
 
@@ -107,22 +121,28 @@ final class AlarmScheduler: BridgeFeature {
         }
         let alarm = entry.alarm
         var next = entry
-        // In a cluster every instance stores every alarm; only the user's owner fires it. The others
-        // only move their own check on.
-        let decision = controller.membership.owns(alarm.userID)
-            ? schedule.decide(alarm, now: now, handledThrough: entry.handledThrough) : .wait
+        // In a cluster every instance stores every alarm; only the user's owner fires it: the holder
+        // of its lease on PostgreSQL, the hash owner otherwise.
+        let fence = leases?.fence(for: alarm.userID)
+        let owns = leases == nil ? controller.membership.owns(alarm.userID) : fence != nil
+        let decision = owns ? schedule.decide(alarm, now: now, handledThrough: entry.handledThrough) : .wait
         switch decision {
         case .wait:
+            // On a shared database the check is the owner's to move on (it does when it handles the
+            // occurrence): another instance leaves it and looks again next tick, so an occurrence due
+            // while its owner is being taken over is still fired by the new holder of the lease.
+            if !owns, leases != nil { return }
             next.nextCheck = nextCheck(alarm, after: now, now: now)
             try store.setNextChecks([(uuid, check, next.nextCheck!)])
         case .skip(let occurrence, let reason):
             logger.warning("alarm skipped: \(reason)",
                            ["user": alarm.userID, "alarm": alarm.uuid, "due": Timestamp.iso8601(occurrence)])
-            next.nextCheck = record(alarm, occurrence: occurrence, now: now, skipped: true)
+            next.nextCheck = record(alarm, occurrence: occurrence, now: now, skipped: true, fence: fence)
         case .fire(let occurrence):
-            // Recorded first: if the bridge dies right after, the alarm is not fired twice.
-            next.nextCheck = record(alarm, occurrence: occurrence, now: now, skipped: false)
-            fire(alarm, now: now)
+            // Claimed first: if the bridge dies right after, the alarm is not fired twice; and an
+            // occurrence another instance on the same database claimed is not fired here.
+            next.nextCheck = record(alarm, occurrence: occurrence, now: now, skipped: false, fence: fence)
+            if next.nextCheck != nil { fire(alarm, now: now) }
         }
         if alarm.repeats == .never, decision != .wait { next.nextCheck = nil }
         if next.nextCheck == nil {
@@ -132,12 +152,14 @@ final class AlarmScheduler: BridgeFeature {
         }
     }
 
-    /// Returns the next check it stored, `nil` when the firing could not be recorded.
-    private func record(_ alarm: Alarm, occurrence: Date, now: Date, skipped: Bool) -> Date? {
+    /// Returns the next check it stored, `nil` when this instance did not claim the occurrence
+    /// (another did, its lease is gone, or the database failed).
+    private func record(_ alarm: Alarm, occurrence: Date, now: Date, skipped: Bool, fence: LeaseFence?) -> Date? {
         let next = nextCheck(alarm, after: max(occurrence, now), now: now)
         do {
-            try store.recordFiring(uuid: alarm.uuid, occurrence: occurrence, firedAt: now, skipped: skipped,
-                                   disable: alarm.repeats == .never, nextCheck: next)
+            guard try store.recordFiring(uuid: alarm.uuid, occurrence: occurrence, firedAt: now, skipped: skipped,
+                                         disable: alarm.repeats == .never, nextCheck: next, fence: fence)
+            else { return nil }
             if alarm.repeats == .never {
                 var disabled = alarm
                 disabled.isEnabled = false

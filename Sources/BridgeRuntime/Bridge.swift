@@ -32,19 +32,14 @@ public final class Bridge: Sendable {
         let startedAt = Date()
         let mqtt = try MQTTClient(configuration: Bridge.mqttConfiguration(configuration, broker: broker, logger: logger))
         self.mqtt = mqtt
-        let database: Database
-        do {
-            database = try Database(path: configuration.storage.path)
-        } catch {
-            throw RuntimeError("cannot open storage.path \(configuration.storage.path): \(error.description)")
-        }
+        let database = try Database.open(configuration)
         // Users an admin made through the API join the config's (README, "Admins and unbound devices");
         // a cluster has only the config's, which every instance reads alike.
         let clustered = configuration.cluster.instances > 1
         let apiUsers = clustered ? [] : try UserAdministration.load(database, configured: configuration.users, logger: logger)
         let configuration = configuration.adding(users: apiUsers)
         self.configuration = configuration
-        for file in StorageFiles.readableByOthers(databasePath: database.path) {
+        for file in database.path.map(StorageFiles.readableByOthers(databasePath:)) ?? [] {
             logger.warning("storage readable by other users; it holds the token signing key: chmod go-rwx it",
                            ["file": file])
         }
@@ -108,36 +103,48 @@ public final class Bridge: Sendable {
             timeZone: configuration.scheduler.timezone.flatMap(TimeZone.init(identifier:)) ?? .current,
             grace: configuration.scheduler.grace, location: configuration.scheduler.location)
         let watchdogStore = WatchdogStore(database: database)
-        let replication = clustered
+        // Instances on one PostgreSQL read and write alarms, watchdogs, revocations and history there;
+        // only instances with a database each replicate them over MQTT (docs/scaling.md).
+        let replicates = clustered && !database.url.isPostgres
+        let replication = replicates
             ? AlarmReplication(records: ReplicatedAlarms(store: alarmStore, topics: topics), home: store, outbound: outbound,
                                logger: logger) : nil
-        let watchdogReplication = clustered
+        let watchdogReplication = replicates
             ? WatchdogReplication(records: ReplicatedWatchdogs(store: watchdogStore, topics: topics), home: store,
                                   outbound: outbound, logger: logger) : nil
+        let leases = clustered && database.url.isPostgres
+            ? LeaseKeeper(store: LeaseStore(database: database), configuration: configuration, logger: logger) : nil
+        let announced = AnnouncedConfigStore(database: database,
+                                             instance: database.url.isPostgres ? configuration.cluster.index : 0)
         let scheduler = AlarmScheduler(store: alarmStore, schedule: schedule, controller: controller, commands: commands,
-                                       replication: replication, logger: logger)
+                                       replication: replication, leases: leases, logger: logger)
         var features: [any BridgeFeature] = [
             publisher, commands, groups, recorder, events, source,
-            HomeAssistantFeature(identity: identity, discovery: discovery, announced: AnnouncedConfigStore(database: database),
+            HomeAssistantFeature(identity: identity, discovery: discovery, announced: announced,
                                  store: store, publisher: publisher, outbound: outbound, router: router, logger: logger),
             scheduler,
             WatchdogMonitor(store: watchdogStore, rules: WatchdogRules(timeZone: schedule.calendar.timeZone),
                             observer: observer, controller: controller, logger: logger),
             notifier,
         ]
+        if let leases { features.append(leases) }
         if let devices { features.append(devices) }
         if let homieFeature { features.append(homieFeature) }
         var mirrors: MirrorSubscriptions?
         var clusterHistory: ClusterHistory?
-        if clustered, let replication {
+        if clustered {
             mirrors = MirrorSubscriptions(router: router, controller: controller, events: events, topics: topics,
                                           logger: logger, idle: .milliseconds(Int(configuration.cluster.mirrorIdle * 1000)))
-            clusterHistory = ClusterHistory(local: DatabaseHistory(store: history), membership: configuration.cluster.membership,
-                                            topics: topics, outbound: outbound,
-                                            timeout: configuration.cluster.commandTimeout, logger: logger)
-            features += [replication, mirrors!, clusterHistory!, watchdogReplication!,
-                         try ClusterPeers(configuration: configuration, broker: broker, store: store, publisher: publisher,
-                                          sessions: sessions, online: online, logger: logger)]
+            clusterHistory = replicates
+                ? ClusterHistory(local: DatabaseHistory(store: history), membership: configuration.cluster.membership,
+                                 topics: topics, outbound: outbound, timeout: configuration.cluster.commandTimeout,
+                                 logger: logger)
+                : nil
+            features += [mirrors!] + ([replication, clusterHistory, watchdogReplication] as [(any BridgeFeature)?])
+                .compactMap { $0 }
+            features.append(try ClusterPeers(configuration: configuration, broker: broker, store: store, publisher: publisher,
+                                             sessions: sessions, online: online, replicatesRevocations: replicates,
+                                             logger: logger))
         }
         self.features = features
         http = HTTPFrontend.server(configuration: configuration, parts: HTTPFrontend.Parts(

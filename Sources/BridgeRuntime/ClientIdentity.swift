@@ -19,12 +19,7 @@ enum ClientIdentity {
         random: () -> UInt64 = { UInt64.random(in: .min ... .max) }
     ) throws -> BridgeConfiguration {
         guard configuration.mqtt.clientID == nil else { return configuration }
-        let database: Database
-        do {
-            database = try Database(path: configuration.storage.path)
-        } catch {
-            throw RuntimeError("cannot open storage.path \(configuration.storage.path): \(error.description)")
-        }
+        let database = try Database.open(configuration)
         let installID = try SettingsStore(database: database).value(of: setting) { format(random()) }
         var copy = configuration
         copy.mqtt.clientID = configuration.mqtt.defaultClientID(installID: installID)

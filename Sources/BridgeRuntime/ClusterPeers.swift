@@ -14,7 +14,8 @@ import Synchronization
 ///
 /// A logout on one instance is published retained on `<base>/bridge/revoked/<id>` until the token
 /// expires; every instance (one that was down at the time included, when it subscribes) refuses
-/// the token from then on.
+/// the token from then on. Instances sharing a PostgreSQL database read revocations there instead
+/// (`SessionService`), so nothing is published.
 ///
 /// Another instance may also announce this instance's rooms `offline` (it saw an old `offline` of
 /// ours while we were restarting): that is corrected, unless the room really is offline.
@@ -31,10 +32,12 @@ final class ClusterPeers: BridgeFeature {
     /// Instances other than this one last seen `online`.
     private let online: OnlineInstances
     private let stopping = Atomic<Bool>(false)
+    private let replicatesRevocations: Bool
 
     init(configuration: BridgeConfiguration, broker: BrokerURL, store: HomeStore, publisher: StatePublisher,
-         sessions: SessionService, online: OnlineInstances, logger: Logger) throws {
+         sessions: SessionService, online: OnlineInstances, replicatesRevocations: Bool, logger: Logger) throws {
         self.online = online
+        self.replicatesRevocations = replicatesRevocations
         membership = configuration.cluster.membership
         topics = Topics(base: configuration.mqtt.baseTopic)
         qos = configuration.mqtt.qos
@@ -49,6 +52,7 @@ final class ClusterPeers: BridgeFeature {
         presenceConfiguration.cleanSession = true
         presence = try MQTTClient(configuration: presenceConfiguration)
         let topics = topics
+        guard replicatesRevocations else { return }
         sessions.onRevoke { [publisher] revocation in
             publisher.send(topics.revokedSession(revocation.id), String(revocation.expiresAt))
         }
@@ -61,8 +65,8 @@ final class ClusterPeers: BridgeFeature {
     var subscriptions: [MQTTSubscription] {
         (0..<membership.instances).map { MQTTSubscription(filter: topics.instanceState($0), qos: 0) }
             + [MQTTSubscription(filter: topics.availabilityFilter, qos: 0),
-               MQTTSubscription(filter: topics.revokedSessionFilter, qos: 0),
                MQTTSubscription(filter: topics.bridgeState, qos: qos)]
+            + (replicatesRevocations ? [MQTTSubscription(filter: topics.revokedSessionFilter, qos: 0)] : [])
     }
 
     /// Connects the presence connection (it only holds the will; it never publishes) and drains

@@ -52,9 +52,14 @@ final class HistoryRecorder: BridgeFeature, StateSubscriber {
     }
 
     func add(_ rows: [HistoryStore.Row]) {
+        enqueue(rows, first: false)
+    }
+
+    /// Queues rows, at the back (new readings) or at the front (a batch that could not be written).
+    private func enqueue(_ rows: [HistoryStore.Row], first: Bool) {
         guard !rows.isEmpty else { return }
         let dropped = pending.withLock { queue -> Int in
-            queue.append(contentsOf: rows)
+            if first { queue.insert(contentsOf: rows, at: 0) } else { queue.append(contentsOf: rows) }
             let excess = queue.count - HistoryRecorder.maxPending
             if excess > 0 { queue.removeFirst(excess) }
             return max(0, excess)
@@ -71,7 +76,12 @@ final class HistoryRecorder: BridgeFeature, StateSubscriber {
         do {
             try store.append(batch)
         } catch {
-            logger.error("cannot record history", ["rows": String(batch.count), "error": error.description])
+            logger.error("cannot record history", ["rows": String(batch.count), "error": error.description,
+                                                   "kept": String(error.connectionLost)])
+            // The database was unreachable (PostgreSQL restarting): the batch is written with the
+            // next one. Nothing of it was committed, unless the connection broke during its COMMIT,
+            // the one case where it may be written twice (README "PostgreSQL").
+            if error.connectionLost { enqueue(batch, first: true) }
         }
     }
 

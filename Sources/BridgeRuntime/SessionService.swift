@@ -7,7 +7,8 @@ import Synchronization
 /// API sessions as signed tokens: any instance with the same key accepts a token, whichever issued
 /// it, so a load balancer can send a user anywhere. The key comes from `cluster.secret`, or without
 /// one from a random key kept in the database. Logging out records a revocation (id and expiry) in
-/// the database and in memory; checking a token reads only memory.
+/// the database and in memory; checking a token reads only memory, except on a database other
+/// instances share (PostgreSQL, docs/scaling.md), where their logouts are read from the database.
 public final class SessionService: Sendable {
     /// Told of every logout on this instance, so the runtime can pass it to the other instances.
     public typealias RevocationHandler = @Sendable (SessionRevocation) -> Void
@@ -33,6 +34,9 @@ public final class SessionService: Sendable {
     /// Each user's current binding (`SessionClaims.binding`), made on first use.
     private let bindings = Mutex<[String: [UInt8]]>([:])
     private let settings: SettingsStore
+    /// The database is PostgreSQL, which other instances may share: revocations and logouts
+    /// everywhere made there are read from it on every check, not only from memory.
+    private let shared: Bool
     let logger: Logger
     let now: @Sendable () -> Date
     /// Unexpired guests by id (README, "Guests"), as in the database: a guest token is checked
@@ -61,6 +65,7 @@ public final class SessionService: Sendable {
         self.closeUserStreams = closeUserStreams
         accounts = Mutex(Dictionary(users.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first }))
         settings = SettingsStore(database: database)
+        shared = database.url.isPostgres
         self.now = now
         store = RevocationStore(database: database)
         let seconds = Int64(now().timeIntervalSince1970)
@@ -94,7 +99,7 @@ public final class SessionService: Sendable {
             SessionClaims.hex(SessionSigner.randomKey())
         }
         guard let key = SessionService.bytes(hex: text), let signer = SessionSigner(key: key) else {
-            throw RuntimeError("the session key in \(database.path) is damaged (settings.\(keySetting))")
+            throw RuntimeError("the session key in \(database.url) is damaged (settings.\(keySetting))")
         }
         return signer
     }
@@ -146,7 +151,9 @@ public final class SessionService: Sendable {
 
     private func session(of token: String) throws -> SessionServices.Session? {
         guard let claims = claims(of: token), !claims.isExpired(atUnixSeconds: now().timeIntervalSince1970),
-              !revoked.withLock({ $0.contains(id: claims.idText) }) else { return nil }
+              !revoked.withLock({ $0.contains(id: claims.idText) }),
+              try !shared || !store.isRevoked(id: claims.idText, now: Int64(now().timeIntervalSince1970))
+        else { return nil }
         if claims.isGuest { return guestSession(claims) }
         guard try claims.binding == binding(of: claims.userID) else { return nil }
         return SessionServices.Session(userID: claims.userID, id: claims.idText, expiresAt: claims.expiresAt)
@@ -157,7 +164,7 @@ public final class SessionService: Sendable {
     /// Made and cached under the cache's lock, so a logout everywhere can't be undone by a stale entry.
     private func binding(of userID: String) throws -> [UInt8] {
         try bindings.withLock { (cache: inout [String: [UInt8]]) throws(StorageError) -> [UInt8] in
-            if let known = cache[userID] { return known }
+            if !shared, let known = cache[userID] { return known }
             let generation = try settings.value(of: Self.generationKey(userID)) ?? "0"
             let account = accounts.withLock { $0[userID] }
             let parts = ["account v1", userID, account?.username ?? "", account?.passwordHash ?? "", generation]

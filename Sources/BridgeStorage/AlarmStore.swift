@@ -138,32 +138,39 @@ public struct AlarmStore: Sendable {
         try database.transaction { (connection: borrowing DatabaseConnection) throws(StorageError) in
             for check in checks {
                 try connection.execute(
-                    "UPDATE alarms SET next_check = ? WHERE uuid = ? AND next_check IS ?",
+                    "UPDATE alarms SET next_check = ? WHERE uuid = ? AND next_check IS NOT DISTINCT FROM ?",
                     [.real(check.next.timeIntervalSince1970), .text(check.uuid),
                      check.expected.map { .real($0.timeIntervalSince1970) } ?? .null])
             }
         }
     }
 
-    /// Records that an occurrence was fired (or skipped) in one transaction with its bookkeeping:
-    /// handled through `occurrence`, checked next at `nextCheck`, and a one-shot alarm disabled.
+    /// Claims an occurrence as fired (or skipped) in one transaction with its bookkeeping: handled
+    /// through `occurrence`, checked next at `nextCheck`, and a one-shot alarm disabled. Returns
+    /// false, changing nothing, when the occurrence was already handled (another instance sharing
+    /// the database claimed it) or when `fence` is given and its lease is no longer held: so an
+    /// occurrence fires once, even across a takeover (docs/scaling.md, "Leases").
+    @discardableResult
     public func recordFiring(uuid: String, occurrence: Date, firedAt: Date, skipped: Bool, disable: Bool,
-                             nextCheck: Date) throws(StorageError)
-    {
-        try database.transaction { (connection: borrowing DatabaseConnection) throws(StorageError) in
+                             nextCheck: Date, fence: LeaseFence? = nil) throws(StorageError) -> Bool {
+        try database.transaction { (connection: borrowing DatabaseConnection) throws(StorageError) -> Bool in
+            if let fence, !(try fence.holds(connection, now: firedAt)) { return false }
+            let claimed = try connection.execute(
+                """
+                UPDATE alarms SET handled_through = ?, next_check = ?,
+                    is_enabled = CASE WHEN ? THEN 0 ELSE is_enabled END
+                WHERE uuid = ? AND handled_through < ?
+                """,
+                [.real(occurrence.timeIntervalSince1970), .real(nextCheck.timeIntervalSince1970),
+                 .integer(disable ? 1 : 0), .text(uuid), .real(occurrence.timeIntervalSince1970)]
+            )
+            guard claimed == 1 else { return false }
             try connection.execute(
                 "INSERT INTO alarm_firings (uuid, occurrence, fired_at, skipped) VALUES (?, ?, ?, ?)",
                 [.text(uuid), .real(occurrence.timeIntervalSince1970), .real(firedAt.timeIntervalSince1970),
                  .integer(skipped ? 1 : 0)]
             )
-            try connection.execute(
-                """
-                UPDATE alarms SET handled_through = ?, next_check = ?,
-                    is_enabled = CASE WHEN ? THEN 0 ELSE is_enabled END WHERE uuid = ?
-                """,
-                [.real(occurrence.timeIntervalSince1970), .real(nextCheck.timeIntervalSince1970),
-                 .integer(disable ? 1 : 0), .text(uuid)]
-            )
+            return true
         }
     }
 }

@@ -1,13 +1,77 @@
 /// One step of the schema, applied once, in order, at open. Never edit a released migration: add a
-/// new one, so every existing database file follows the same path.
+/// new one, so every existing database follows the same path.
+///
+/// Written once for both engines, in SQLite's column types (`TEXT`, `INTEGER`, `REAL`), which
+/// `SQLDialect.ddl` maps on PostgreSQL; `postgres` replaces the statements there for a step that
+/// must differ beyond types (README "PostgreSQL").
 public struct Migration: Sendable {
     public var version: Int
     public var statements: [String]
+    /// The statements on PostgreSQL when they differ; nil: `statements`.
+    public var postgres: [String]?
 
-    public init(version: Int, statements: [String]) {
+    public init(version: Int, statements: [String], postgres: [String]? = nil) {
         self.version = version
         self.statements = statements
+        self.postgres = postgres
     }
+
+    /// The statements to run on `dialect`'s engine.
+    public func statements(in dialect: SQLDialect) -> [String] {
+        switch dialect {
+        case .sqlite: statements
+        case .postgres: (postgres ?? statements).map(dialect.ddl)
+        }
+    }
+
+    /// Readings, sensors' last values and alarms.
+    private static let version2 = [
+        """
+        CREATE TABLE readings (
+            user_id TEXT NOT NULL,
+            room_id TEXT NOT NULL,
+            sensor TEXT NOT NULL,
+            t REAL NOT NULL,
+            value TEXT NOT NULL
+        )
+        """,
+        "CREATE INDEX readings_by_sensor ON readings (user_id, room_id, sensor, t)",
+        "CREATE INDEX readings_by_time ON readings (t)",
+        """
+        CREATE TABLE sensor_state (
+            user_id TEXT NOT NULL,
+            room_id TEXT NOT NULL,
+            sensor TEXT NOT NULL,
+            value TEXT NOT NULL,
+            updated_at REAL NOT NULL,
+            PRIMARY KEY (user_id, room_id, sensor)
+        )
+        """,
+        """
+        CREATE TABLE alarms (
+            uuid TEXT PRIMARY KEY,
+            user_id TEXT NOT NULL,
+            title TEXT NOT NULL,
+            fire_date REAL NOT NULL,
+            is_enabled INTEGER NOT NULL,
+            repeats TEXT NOT NULL,
+            action_room TEXT,
+            action_lights TEXT,
+            handled_through REAL NOT NULL,
+            created_at REAL NOT NULL
+        )
+        """,
+        "CREATE INDEX alarms_by_user ON alarms (user_id)",
+        """
+        CREATE TABLE alarm_firings (
+            id INTEGER PRIMARY KEY,
+            uuid TEXT NOT NULL,
+            occurrence REAL NOT NULL,
+            fired_at REAL NOT NULL,
+            skipped INTEGER NOT NULL
+        )
+        """,
+    ]
 
     public static let all: [Migration] = [
         Migration(version: 1, statements: [
@@ -21,53 +85,9 @@ public struct Migration: Sendable {
             """,
             "CREATE INDEX sessions_expiry ON sessions (expires_at)",
         ]),
-        Migration(version: 2, statements: [
-            """
-            CREATE TABLE readings (
-                user_id TEXT NOT NULL,
-                room_id TEXT NOT NULL,
-                sensor TEXT NOT NULL,
-                t REAL NOT NULL,
-                value TEXT NOT NULL
-            )
-            """,
-            "CREATE INDEX readings_by_sensor ON readings (user_id, room_id, sensor, t)",
-            "CREATE INDEX readings_by_time ON readings (t)",
-            """
-            CREATE TABLE sensor_state (
-                user_id TEXT NOT NULL,
-                room_id TEXT NOT NULL,
-                sensor TEXT NOT NULL,
-                value TEXT NOT NULL,
-                updated_at REAL NOT NULL,
-                PRIMARY KEY (user_id, room_id, sensor)
-            )
-            """,
-            """
-            CREATE TABLE alarms (
-                uuid TEXT PRIMARY KEY,
-                user_id TEXT NOT NULL,
-                title TEXT NOT NULL,
-                fire_date REAL NOT NULL,
-                is_enabled INTEGER NOT NULL,
-                repeats TEXT NOT NULL,
-                action_room TEXT,
-                action_lights TEXT,
-                handled_through REAL NOT NULL,
-                created_at REAL NOT NULL
-            )
-            """,
-            "CREATE INDEX alarms_by_user ON alarms (user_id)",
-            """
-            CREATE TABLE alarm_firings (
-                id INTEGER PRIMARY KEY,
-                uuid TEXT NOT NULL,
-                occurrence REAL NOT NULL,
-                fired_at REAL NOT NULL,
-                skipped INTEGER NOT NULL
-            )
-            """,
-        ]),
+        // History ordered by insertion as well as time: SQLite's row id, an identity column on PostgreSQL.
+        Migration(version: 2, statements: version2,
+                  postgres: version2 + ["ALTER TABLE readings ADD COLUMN rowid BIGINT GENERATED ALWAYS AS IDENTITY"]),
         // Signed tokens replace stored sessions (tokens issued before this version stop working):
         // what is kept now is the signing key when there is no `cluster.secret`, and revocations.
         Migration(version: 3, statements: [
@@ -137,6 +157,26 @@ public struct Migration: Sendable {
         Migration(version: 10, statements: [
             "ALTER TABLE alarms ADD COLUMN next_check REAL",
             "CREATE INDEX alarms_by_next_check ON alarms (is_enabled, next_check)",
+        ]),
+        // The discovery configs announced, per cluster instance: instances sharing a PostgreSQL
+        // database each keep their own (AnnouncedConfigStore).
+        Migration(version: 11, statements: [
+            "CREATE TABLE announced_topics (instance INTEGER NOT NULL, topic TEXT NOT NULL, PRIMARY KEY (instance, topic))",
+            "INSERT INTO announced_topics (instance, topic) SELECT 0, topic FROM announced_configs",
+            "DROP TABLE announced_configs",
+        ]),
+        // Leases on users' ownership and instances' heartbeats, for instances sharing PostgreSQL
+        // (LeaseStore; docs/scaling.md, "Leases").
+        Migration(version: 12, statements: [
+            """
+            CREATE TABLE user_leases (
+                user_id TEXT PRIMARY KEY,
+                instance INTEGER NOT NULL,
+                epoch INTEGER NOT NULL,
+                expires_at REAL NOT NULL
+            )
+            """,
+            "CREATE TABLE cluster_instances (instance INTEGER NOT NULL PRIMARY KEY, expires_at REAL NOT NULL)",
         ]),
     ]
 }

@@ -9,8 +9,14 @@ public struct RevocationStore: Sendable {
 
     /// Records a revocation; revoking twice is not an error.
     public func add(id: String, expiresAt: Int64) throws(StorageError) {
-        try database.execute("INSERT OR IGNORE INTO revoked_sessions (id, expires_at) VALUES (?, ?)",
+        try database.execute("INSERT INTO revoked_sessions (id, expires_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
                              [.text(id), .integer(expiresAt)])
+    }
+
+    /// Whether the session `id` is revoked and its token not yet expired at `now` (Unix seconds).
+    public func isRevoked(id: String, now: Int64) throws(StorageError) -> Bool {
+        !(try database.query("SELECT 1 FROM revoked_sessions WHERE id = ? AND expires_at > ?", [.text(id), .integer(now)])
+            .isEmpty)
     }
 
     /// Every revocation whose token has not expired at `now` (Unix seconds).

@@ -12,7 +12,7 @@ public struct SettingsStore: Sendable {
     /// the same file at once all get the one value that won.
     public func value(of key: String, orInsert make: () -> String) throws(StorageError) -> String {
         if let existing = try value(of: key) { return existing }
-        try database.execute("INSERT OR IGNORE INTO settings (key, value) VALUES (?, ?)", [.text(key), .text(make())])
+        try database.execute("INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT DO NOTHING", [.text(key), .text(make())])
         guard let stored = try value(of: key) else {
             throw StorageError("read setting \(key)", code: SQLITE_ERROR, message: "missing right after it was written")
         }
@@ -21,7 +21,9 @@ public struct SettingsStore: Sendable {
 
     /// Stores `value` under `key`, replacing what was there.
     public func set(_ key: String, to value: String) throws(StorageError) {
-        _ = try database.execute("INSERT OR REPLACE INTO settings (key, value) VALUES (?, ?)", [.text(key), .text(value)])
+        _ = try database.execute(
+            "INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            [.text(key), .text(value)])
     }
 
     public func value(of key: String) throws(StorageError) -> String? {

@@ -25,6 +25,8 @@ import Testing
         #expect(config.source.kind == .simulated)
         #expect(config.source.interval == 5)
         #expect(config.storage.path == "./data/bridge.sqlite")
+        #expect(config.storage.location == .sqlite(path: "./data/bridge.sqlite"), "storage.url defaults to storage.path")
+        #expect(config.cluster.lease == 10)
         #expect(config.homeAssistant.discovery)
         #expect(config.log.level == .info)
         #expect(config.publish.refresh == 300)

@@ -1,0 +1,98 @@
+import BridgeCore
+import BridgeStorage
+import Foundation
+import Synchronization
+
+/// Cluster on PostgreSQL (docs/scaling.md, "Leases"): keeps this instance's heartbeat and its
+/// leases on users' ownership in the database, every `cluster.lease / 3`, taking and handing back
+/// leases as `LeaseOwnership` decides. What it holds fences the writes that must happen once per
+/// user across instances (an alarm's occurrence).
+final class LeaseKeeper: BridgeFeature {
+    let name = "cluster-leases"
+    private let store: LeaseStore
+    private let instances: Int
+    private let index: Int
+    private let users: [String]
+    private let duration: Double
+    private let logger: Logger
+    /// The users whose lease this instance holds, with the epoch it holds it at.
+    private let held = Mutex<[String: Int64]>([:])
+    /// Rounds that took a lease: work kept for the users this instance owns (the alarm scheduler's
+    /// alarms due soon) is read again when it moves.
+    private let acquisitions = Mutex(0)
+
+    var acquisitionRounds: Int { acquisitions.withLock { $0 } }
+
+    init(store: LeaseStore, configuration: BridgeConfiguration, logger: Logger) {
+        self.store = store
+        instances = configuration.cluster.instances
+        index = configuration.cluster.index
+        users = configuration.users.map(\.id)
+        duration = configuration.cluster.lease
+        self.logger = logger
+    }
+
+    /// The fence for a write for `user`, nil when this instance does not hold the user's lease.
+    func fence(for user: String) -> LeaseFence? {
+        held.withLock { $0[user] }.map { LeaseFence(user: user, instance: index, epoch: $0) }
+    }
+
+    func run() async {
+        while !Task.isCancelled {
+            round(now: Date())
+            do { try await Task.sleep(for: .milliseconds(Int(duration / 3 * 1000))) } catch { break }
+        }
+    }
+
+    /// A clean stop hands everything back at once, so the others need not wait for the leases to expire.
+    func shutdown() async {
+        let now = Date()
+        let leases = held.withLock { current -> [String: Int64] in
+            defer { current.removeAll() }
+            return current
+        }
+        do {
+            try store.heartbeat(instance: index, until: now)
+            for (user, epoch) in leases {
+                _ = try store.apply(.release(user: user, epoch: epoch), instance: index, now: now, duration: 0)
+            }
+        } catch {
+            logger.warning("cannot hand back the leases; the others take over once they expire", ["error": error.description])
+        }
+    }
+
+    /// One renewal round: heartbeat, read, decide, apply.
+    func round(now: Date) {
+        do {
+            try store.heartbeat(instance: index, until: now.addingTimeInterval(duration))
+            let live = try store.liveInstances(now: now)
+            let leases = try store.leases()
+            let steps = LeaseOwnership.steps(me: index, instances: instances, live: live, users: users, leases: leases,
+                                             now: now.timeIntervalSince1970)
+            var next: [String: Int64] = [:]
+            var taken = 0, released = 0
+            for step in steps {
+                guard try store.apply(step, instance: index, now: now, duration: duration) else { continue }
+                switch step {
+                case .acquire(let user, let epoch):
+                    next[user] = epoch
+                    taken += 1
+                case .renew(let user, let epoch): next[user] = epoch
+                case .release: released += 1
+                }
+            }
+            let before = held.withLock { current -> Int in
+                defer { current = next }
+                return current.count
+            }
+            if taken > 0 { acquisitions.withLock { $0 += 1 } }
+            if taken > 0 && before > 0 || released > 0 {
+                logger.info("cluster leases changed", ["taken": String(taken), "handed_back": String(released),
+                                                       "held": String(next.count), "live": String(live.count)])
+            }
+        } catch {
+            // Not renewed: the leases run out on their own and the fence refuses writes after that.
+            logger.error("cannot renew the cluster leases", ["error": error.description])
+        }
+    }
+}
