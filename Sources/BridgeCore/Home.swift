@@ -29,7 +29,7 @@ public struct Reading: Sendable, Equatable {
 /// The configured users and rooms with every sensor's current value: the state the bridge
 /// publishes over MQTT and serves over HTTP.
 public struct Home: Sendable {
-    public let users: [User]
+    public private(set) var users: [User]
     private var values: [RoomKey: [SensorKind: SensorValue]] = [:]
     private var updated: [RoomKey: Date] = [:]
     /// When each sensor last reported, changed or not (README, "Prometheus").
@@ -42,14 +42,41 @@ public struct Home: Sendable {
 
     /// Position of each user in `users` by id and by username: every reading, command and request
     /// looks a user up, and a building can have thousands.
-    private let indexByID: [String: Int]
-    private let indexByUsername: [String: Int]
+    private var indexByID: [String: Int]
+    private var indexByUsername: [String: Int]
 
     public init(users: [User]) {
         self.users = users
         // The first of duplicates wins, as a linear search would (the config loader refuses them).
         indexByID = Dictionary(users.enumerated().map { ($1.id, $0) }, uniquingKeysWith: { first, _ in first })
         indexByUsername = Dictionary(users.enumerated().map { ($1.username, $0) }, uniquingKeysWith: { first, _ in first })
+    }
+
+    /// The home with another set of rooms (README, "Managing the home"): values of rooms and
+    /// sensors that remain are kept, those of rooms that went are dropped, and every room that
+    /// changed gets a new revision, so its cached document is made again.
+    public mutating func replaceUsers(_ users: [User]) {
+        let old = Dictionary(self.users.flatMap { user in user.rooms.map { (RoomKey(user: user.id, room: $0.id), $0) } },
+                             uniquingKeysWith: { first, _ in first })
+        self = Home(users: users, keeping: self, oldRooms: old)
+    }
+
+    private init(users: [User], keeping previous: Home, oldRooms: [RoomKey: Room]) {
+        self.init(users: users)
+        for user in users {
+            for room in user.rooms {
+                let key = RoomKey(user: user.id, room: room.id)
+                guard let before = oldRooms[key] else { continue }
+                let sensors = Set(room.sensors)
+                // Generic sensors an upstream reported stay; configured ones the room no longer has go.
+                let dropped = Set(before.sensors).subtracting(sensors)
+                values[key] = previous.values[key]?.filter { !dropped.contains($0.key) }
+                seen[key] = previous.seen[key]?.filter { !dropped.contains($0.key) }
+                updated[key] = previous.updated[key]
+                extraSensors[key] = previous.extraSensors[key]?.filter { !sensors.contains($0) && !dropped.contains($0) }
+                revisions[key] = (previous.revisions[key] ?? 0) + (before == room ? 0 : 1)
+            }
+        }
     }
 
     public func user(id: String) -> User? {

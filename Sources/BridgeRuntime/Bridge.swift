@@ -26,8 +26,10 @@ public final class Bridge: Sendable {
     /// Sets the bridge up (opens the database) without connecting or listening yet.
     /// - Parameters:
     ///   - broker: where to connect; the embedded broker's address when `mqtt.url` is not set.
-    public init(configuration: BridgeConfiguration, broker: BrokerURL, logger: Logger) throws {
-        self.configuration = configuration
+    ///   - configFile: the config file's path, named when the API is asked to change one of its rooms.
+    public init(configuration fileConfiguration: BridgeConfiguration, broker: BrokerURL, logger: Logger,
+                configFile: String = ConfigFile.defaultPath) throws {
+        var configuration = fileConfiguration
         self.logger = logger
         brokerAddress = broker.description
         let startedAt = Date()
@@ -43,6 +45,18 @@ public final class Bridge: Sendable {
             logger.warning("storage readable by other users; it holds the token signing key: chmod go-rwx it",
                            ["file": file])
         }
+        // Rooms made through the API or MQTT requests join the file's (README, "Managing the home").
+        let managedRooms = ManagedRoomStore(database: database)
+        let rules = RoomRules(configuration: fileConfiguration, configFile: configFile)
+        let merged: (users: [User], skipped: [(ManagedRoom, String)])
+        do {
+            merged = rules.merge(fileConfiguration.users, rows: try managedRooms.all())
+        } catch {
+            throw RuntimeError("cannot read the rooms made through the API: \(error.description)")
+        }
+        RoomManager.log(skipped: merged.skipped, logger)
+        configuration.users = merged.users
+        self.configuration = configuration
         let topics = Topics(base: configuration.mqtt.baseTopic)
         let clustered = configuration.cluster.instances > 1
         let outbound = Outbound(broker: mqtt, qos: configuration.mqtt.qos, logger: logger)
@@ -61,10 +75,8 @@ public final class Bridge: Sendable {
             ? RestSource(configuration: configuration.owned, controller: controller,
                          client: UpstreamClient(source: configuration.source), logger: logger)
             : SimulatedSource(configuration: configuration, controller: controller, broker: mqtt, logger: logger)
-        let devices = configuration.owned.users.contains { $0.rooms.contains { !$0.bindings.isEmpty } }
-            ? try DeviceSource(configuration: configuration.owned, controller: controller, bridgeBroker: mqtt,
-                               bridgeBrokerAddress: broker.description, logger: logger)
-            : nil
+        let devices = try DeviceSource(configuration: configuration.owned, controller: controller, bridgeBroker: mqtt,
+                                       bridgeBrokerAddress: broker.description, router: router, logger: logger)
         let sourceSwitch = source.lightSwitch
         let homie = configuration.homie.enabled
             ? HomieDevices(prefix: configuration.homie.prefix, topics: topics, version: Bridge.version,
@@ -72,10 +84,10 @@ public final class Bridge: Sendable {
             : nil
         let commands = CommandService(controller: controller, configuration: configuration, outbound: outbound,
                                       logger: logger,
-                                      lights: { target in devices?.bindsLight(target.key) == true ? devices : sourceSwitch },
+                                      lights: { target in devices.bindsLight(target.key) ? devices : sourceSwitch },
                                       switchTimeout: max(configuration.source.timeout,
                                                          configuration.devices.commandTimeout) + 5,
-                                      instanceOnline: { $0 == configuration.cluster.index || online.contains($0) },
+                                      instanceOnline: { [index = configuration.cluster.index] in $0 == index || online.contains($0) },
                                       homie: homie)
         history = HistoryStore(database: database)
         let recorder = HistoryRecorder(store: history, retentionDays: configuration.storage.retentionDays, logger: logger)
@@ -107,9 +119,14 @@ public final class Bridge: Sendable {
         let watchdogReplication = clustered
             ? WatchdogReplication(records: ReplicatedWatchdogs(store: watchdogStore, topics: topics), home: store,
                                   outbound: outbound, logger: logger) : nil
+        let announced = AnnouncedConfigStore(database: database)
+        let layout = HomeLayout(store: store, source: source, devices: devices, publisher: publisher, discovery: discovery,
+                                announced: announced, membership: configuration.cluster.membership, logger: logger)
+        let rooms = RoomManager(fileUsers: fileConfiguration.users, rules: rules, rows: (try? managedRooms.all()) ?? [],
+                                store: managedRooms, home: store, layout: layout)
         var features: [any BridgeFeature] = [
             publisher, commands, groups, recorder, events, source,
-            HomeAssistantFeature(identity: identity, discovery: discovery, announced: AnnouncedConfigStore(database: database),
+            HomeAssistantFeature(identity: identity, discovery: discovery, announced: announced,
                                  store: store, publisher: publisher, outbound: outbound, router: router, logger: logger),
             AlarmScheduler(store: alarmStore, schedule: schedule, controller: controller, commands: commands,
                            replication: replication, logger: logger),
@@ -117,7 +134,7 @@ public final class Bridge: Sendable {
                             observer: observer, controller: controller, logger: logger),
             notifier,
         ]
-        if let devices { features.append(devices) }
+        features.append(devices)
         if let homieFeature { features.append(homieFeature) }
         var mirrors: MirrorSubscriptions?
         var clusterHistory: ClusterHistory?
@@ -138,7 +155,7 @@ public final class Bridge: Sendable {
             history: clusterHistory ?? DatabaseHistory(store: history), schedule: schedule,
             watchdogs: DatabaseWatchdogs(store: watchdogStore, replication: watchdogReplication), notifier: notifier,
             events: events, commands: commands, mirrors: mirrors, roomDocuments: publisher.roomDocuments,
-            devices: devices), logger: logger)
+            devices: devices, rooms: rooms), logger: logger)
     }
 
     /// The port the HTTP server listens on (useful when `http.port` is 0).

@@ -185,7 +185,7 @@ public enum CommandLineTool {
 
         let bridge: Bridge
         do {
-            bridge = try Bridge(configuration: configuration, broker: broker, logger: logger)
+            bridge = try Bridge(configuration: configuration, broker: broker, logger: logger, configFile: configPath)
         } catch {
             logger.error("cannot set up the bridge", ["error": "\(error)"])
             return 1

@@ -23,6 +23,7 @@ enum HTTPFrontend {
         var mirrors: MirrorSubscriptions?
         var roomDocuments: RoomDocuments
         var devices: DeviceSource?
+        var rooms: (any RoomManagement)?
     }
 
     static func server(configuration: BridgeConfiguration, parts: Parts, logger: Logger) -> HTTPServer {
@@ -55,6 +56,7 @@ enum HTTPFrontend {
             routes.prepareUser = { user in mirrors.ensure(user: user) }
         }
         routes.roomDocuments = parts.roomDocuments
+        routes.rooms = parts.rooms
         routes.allowedHosts = HostAllowList(configured: configuration.http.allowedHosts, bind: configuration.http.bind)
         routes.trustedProxies = configuration.http.trustedProxySet
         routes.securityLog = SecurityLog.recorder(logger)

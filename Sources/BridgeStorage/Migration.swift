@@ -106,5 +106,19 @@ public struct Migration: Sendable {
             """,
             "CREATE INDEX watchdogs_by_user ON watchdogs (user_id)",
         ]),
+        // Rooms made through the API or MQTT requests, loaded beside the config file's (README,
+        // "Managing the home"); `position` keeps them in the order they were made.
+        Migration(version: 7, statements: [
+            """
+            CREATE TABLE managed_rooms (
+                user_id TEXT NOT NULL,
+                room_id TEXT NOT NULL,
+                name TEXT NOT NULL,
+                sensors TEXT NOT NULL,
+                position INTEGER NOT NULL,
+                PRIMARY KEY (user_id, room_id)
+            )
+            """,
+        ]),
     ]
 }

@@ -1,0 +1,100 @@
+import BridgeCore
+import BridgeStorage
+import Synchronization
+
+/// Rooms made while the bridge runs (README, "Managing the home"), for the API and the MQTT
+/// requests: each change is checked by `RoomRules`, stored, and applied by `HomeLayout`, under one
+/// lock, so two changes never interleave and a refused one changes nothing.
+final class RoomManager: RoomManagement {
+    private struct State {
+        /// The config file's users, as the file defines them (replaced by a reload).
+        var fileUsers: [User]
+        var rules: RoomRules
+        var rows: [ManagedRoom]
+    }
+
+    private let store: ManagedRoomStore
+    private let home: HomeStore
+    private let layout: HomeLayout
+    private let state: Mutex<State>
+
+    init(fileUsers: [User], rules: RoomRules, rows: [ManagedRoom], store: ManagedRoomStore, home: HomeStore,
+         layout: HomeLayout) {
+        self.store = store
+        self.home = home
+        self.layout = layout
+        state = Mutex(State(fileUsers: fileUsers, rules: rules, rows: rows))
+    }
+
+    func create(user: String, _ fields: [String: Any]) -> Result<Room, RoomChangeFailure> {
+        change(user) { state, user in
+            state.rules.create(fields, user: user, managed: state.rows).flatMap { row, room in
+                do { try store.insert(row) } catch { return .failure(.failed("\(error)")) }
+                state.rows.append(row)
+                return .success(room)
+            }
+        }
+    }
+
+    func update(user: String, room: String, _ fields: [String: Any]) -> Result<Room, RoomChangeFailure> {
+        change(user) { state, user in
+            state.rules.update(room: room, fields, user: user, managed: state.rows).flatMap { replace($0, $1, &state) }
+        }
+    }
+
+    func bind(user: String, room: String, sensor: Any) -> Result<Room, RoomChangeFailure> {
+        change(user) { state, user in
+            state.rules.bind(room: room, sensor: sensor, user: user, managed: state.rows).flatMap { replace($0, $1, &state) }
+        }
+    }
+
+    func delete(user: String, room: String) -> Result<Void, RoomChangeFailure> {
+        change(user) { state, user in
+            state.rules.delete(room: room, user: user, managed: state.rows).flatMap { row in
+                do { _ = try store.delete(user: row.user, room: row.id) } catch { return .failure(.failed("\(error)")) }
+                state.rows.removeAll { $0.user == row.user && $0.id == row.id }
+                return .success(())
+            }
+        }
+    }
+
+    /// The config file changed (a reload): its users and rules from now on, with the kept rooms
+    /// after theirs; returns what the home now has and the kept rooms left out, with why.
+    func reloaded(fileUsers: [User], rules: RoomRules) -> (users: [User], skipped: [(ManagedRoom, String)]) {
+        state.withLock { state in
+            state.fileUsers = fileUsers
+            state.rules = rules
+            return rules.merge(fileUsers, rows: state.rows)
+        }
+    }
+
+    /// Applies the home the file and the kept rooms make (after `reloaded`).
+    func apply(_ users: [User]) -> LayoutDiff {
+        state.withLock { _ in layout.apply(users) }
+    }
+
+    /// Kept rooms that no longer fit the config file: logged, left in the database.
+    static func log(skipped: [(ManagedRoom, String)], _ logger: Logger) {
+        for (row, reason) in skipped {
+            logger.warning("a room made through the API is left out", ["user": row.user, "room": row.id, "reason": reason])
+        }
+    }
+
+    private func replace(_ row: ManagedRoom, _ room: Room, _ state: inout State) -> Result<Room, RoomChangeFailure> {
+        do { _ = try store.update(row) } catch { return .failure(.failed("\(error)")) }
+        if let index = state.rows.firstIndex(where: { $0.user == row.user && $0.id == row.id }) { state.rows[index] = row }
+        return .success(room)
+    }
+
+    /// Runs one change for the user as the home has it now; applies the result when it succeeded.
+    private func change<T>(_ userID: String, _ body: (inout State, User) -> Result<T, RoomChangeFailure>)
+        -> Result<T, RoomChangeFailure>
+    {
+        state.withLock { state in
+            guard let user = home.home.user(id: userID) else { return .failure(.notFound) }
+            let result = body(&state, user)
+            if case .success = result { layout.apply(state.rules.merge(state.fileUsers, rows: state.rows).users) }
+            return result
+        }
+    }
+}
