@@ -22,13 +22,18 @@ public final class Bridge: Sendable {
     /// In start-up order; shut down in reverse.
     private let features: [any BridgeFeature]
     private let brokerAddress: String
+    private let reloader: ConfigReloader
 
     /// Sets the bridge up (opens the database) without connecting or listening yet.
     /// - Parameters:
     ///   - broker: where to connect; the embedded broker's address when `mqtt.url` is not set.
     ///   - configFile: the config file's path, named when the API is asked to change one of its rooms.
+    ///   - environment: the `SMARTHOME_*` variables, applied again when the file is reloaded.
+    ///   - loaded: the configuration as the file and the environment gave it, before start-up filled
+    ///     in the broker's account and the client id: what a reload compares the file with.
     public init(configuration fileConfiguration: BridgeConfiguration, broker: BrokerURL, logger: Logger,
-                configFile: String = ConfigFile.defaultPath) throws {
+                configFile: String = ConfigFile.defaultPath, environment: [String: String] = [:],
+                loaded: BridgeConfiguration? = nil) throws {
         var configuration = fileConfiguration
         self.logger = logger
         brokerAddress = broker.description
@@ -124,6 +129,10 @@ public final class Bridge: Sendable {
                                 announced: announced, membership: configuration.cluster.membership, logger: logger)
         let rooms = RoomManager(fileUsers: fileConfiguration.users, rules: rules, rows: (try? managedRooms.all()) ?? [],
                                 store: managedRooms, home: store, layout: layout)
+        reloader = ConfigReloader(configFile: configFile, environment: environment, started: loaded ?? fileConfiguration,
+                                  rooms: rooms, logger: logger, usersChanged: { sessions.usersChanged($0) })
+        let requests = BridgeRequests(topics: topics, rooms: rooms, store: store, outbound: outbound, broker: mqtt,
+                                      startedAt: startedAt, logger: logger, reload: { [reloader] in await reloader.reload() })
         var features: [any BridgeFeature] = [
             publisher, commands, groups, recorder, events, source,
             HomeAssistantFeature(identity: identity, discovery: discovery, announced: announced,
@@ -132,7 +141,7 @@ public final class Bridge: Sendable {
                            replication: replication, logger: logger),
             WatchdogMonitor(store: watchdogStore, rules: WatchdogRules(timeZone: schedule.calendar.timeZone),
                             observer: observer, controller: controller, logger: logger),
-            notifier,
+            notifier, requests, reloader,
         ]
         features.append(devices)
         if let homieFeature { features.append(homieFeature) }
@@ -156,6 +165,11 @@ public final class Bridge: Sendable {
             watchdogs: DatabaseWatchdogs(store: watchdogStore, replication: watchdogReplication), notifier: notifier,
             events: events, commands: commands, mirrors: mirrors, roomDocuments: publisher.roomDocuments,
             devices: devices, rooms: rooms), logger: logger)
+    }
+
+    /// Reads the config file again and applies it (README, "Managing the home"); for SIGHUP.
+    public func requestReload() {
+        reloader.requestReload()
     }
 
     /// The port the HTTP server listens on (useful when `http.port` is 0).

@@ -137,6 +137,7 @@ public enum CommandLineTool {
             _ = fail("not starting: \(configPath) has \(problems.issues.count) problem(s)\n\(lines)")
             return 1
         }
+        let loaded = configuration
         do {
             configuration = try ClientIdentity.applyingInstallDefault(to: configuration)
         } catch {
@@ -185,7 +186,8 @@ public enum CommandLineTool {
 
         let bridge: Bridge
         do {
-            bridge = try Bridge(configuration: configuration, broker: broker, logger: logger, configFile: configPath)
+            bridge = try Bridge(configuration: configuration, broker: broker, logger: logger, configFile: configPath,
+                                environment: environment, loaded: loaded)
         } catch {
             logger.error("cannot set up the bridge", ["error": "\(error)"])
             return 1
@@ -198,6 +200,11 @@ public enum CommandLineTool {
             task.cancel()
         }
         defer { signals.cancel() }
+        let reloads = SignalWatcher(signals: [SIGHUP]) { _ in
+            logger.info("received signal, reloading the config file", ["signal": "SIGHUP"])
+            bridge.requestReload()
+        }
+        defer { reloads.cancel() }
         do {
             try await task.value
             logger.info("stopped")

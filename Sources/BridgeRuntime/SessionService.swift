@@ -28,7 +28,7 @@ public final class SessionService: Sendable {
     private let closeStreams: @Sendable (_ sessionID: String) -> Void
     private let closeUserStreams: @Sendable (_ userID: String) -> Void
     /// The configured users by id: what a token's binding is checked against.
-    private let accounts: [String: User]
+    private let accounts: Mutex<[String: User]>
     /// Each user's current binding (`SessionClaims.binding`), made on first use.
     private let bindings = Mutex<[String: [UInt8]]>([:])
     private let settings: SettingsStore
@@ -54,7 +54,7 @@ public final class SessionService: Sendable {
         self.logger = logger
         self.closeStreams = closeStreams
         self.closeUserStreams = closeUserStreams
-        accounts = Dictionary(users.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        accounts = Mutex(Dictionary(users.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first }))
         settings = SettingsStore(database: database)
         self.now = now
         store = RevocationStore(database: database)
@@ -140,12 +140,23 @@ public final class SessionService: Sendable {
         try bindings.withLock { (cache: inout [String: [UInt8]]) throws(StorageError) -> [UInt8] in
             if let known = cache[userID] { return known }
             let generation = try settings.value(of: Self.generationKey(userID)) ?? "0"
-            let account = accounts[userID]
+            let account = accounts.withLock { $0[userID] }
             let parts = ["account v1", userID, account?.username ?? "", account?.passwordHash ?? "", generation]
             let digest = signer.digest(Array(parts.joined(separator: "\u{0}").utf8), count: SessionClaims.bindingBytes)
             cache[userID] = digest
             return digest
         }
+    }
+
+    /// The users changed (a reload, README "Managing the home"): tokens are checked against them
+    /// from now on, so a changed password or username ends the user's tokens, and a new user's work.
+    func usersChanged(_ users: [User]) {
+        let new = Dictionary(users.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        bindings.withLock { cache in
+            accounts.withLock { $0 = new }
+            cache.removeAll()
+        }
+        verified.withLock { $0.removeAll() }
     }
 
     private static func generationKey(_ userID: String) -> String { "session_generation:" + userID }
