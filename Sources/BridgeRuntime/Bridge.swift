@@ -54,8 +54,10 @@ public final class Bridge: Sendable {
         let managedRooms = ManagedRoomStore(database: database)
         let rules = RoomRules(configuration: fileConfiguration, configFile: configFile)
         let merged: (users: [User], skipped: [(ManagedRoom, String)])
+        let keptRooms: [ManagedRoom]
         do {
-            merged = rules.merge(fileConfiguration.users, rows: try managedRooms.all())
+            keptRooms = try managedRooms.all()
+            merged = rules.merge(fileConfiguration.users, rows: keptRooms)
         } catch {
             throw RuntimeError("cannot read the rooms made through the API: \(error.description)")
         }
@@ -127,7 +129,7 @@ public final class Bridge: Sendable {
         let announced = AnnouncedConfigStore(database: database)
         let layout = HomeLayout(store: store, source: source, devices: devices, publisher: publisher, discovery: discovery,
                                 announced: announced, membership: configuration.cluster.membership, logger: logger)
-        let rooms = RoomManager(fileUsers: fileConfiguration.users, rules: rules, rows: (try? managedRooms.all()) ?? [],
+        let rooms = RoomManager(fileUsers: fileConfiguration.users, rules: rules, rows: keptRooms,
                                 store: managedRooms, home: store, layout: layout)
         reloader = ConfigReloader(configFile: configFile, environment: environment, started: loaded ?? fileConfiguration,
                                   rooms: rooms, logger: logger, usersChanged: { sessions.usersChanged($0) })
@@ -141,8 +143,10 @@ public final class Bridge: Sendable {
                            replication: replication, logger: logger),
             WatchdogMonitor(store: watchdogStore, rules: WatchdogRules(timeZone: schedule.calendar.timeZone),
                             observer: observer, controller: controller, logger: logger),
-            notifier, requests, reloader,
+            notifier, reloader,
         ]
+        // In a cluster one instance answers requests, so a request gets one answer (README, "Managing the home").
+        if !clustered || configuration.cluster.index == 0 { features.append(requests) }
         features.append(devices)
         if let homieFeature { features.append(homieFeature) }
         var mirrors: MirrorSubscriptions?
