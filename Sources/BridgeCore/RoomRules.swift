@@ -90,8 +90,16 @@ public struct RoomRules: Sendable {
                 return .failure(.conflict("room id \"\(room.id)\" is taken by the room \"\(taken.name)\"\(owner); "
                     + "give another name or an \"id\""))
             }
-            return .success((row, room))
+            return nameTaken(room, user: user).map { .failure($0) } ?? .success((row, room))
         }
+    }
+
+    /// Routes find a room by id or name, so two rooms of one user never share a name (in any case).
+    private func nameTaken(_ room: Room, user: User) -> RoomChangeFailure? {
+        let name = room.name.lowercased()
+        guard let other = user.rooms.first(where: { $0.id != room.id && ($0.name.lowercased() == name || $0.id == name) })
+        else { return nil }
+        return .conflict("the name \"\(room.name)\" is taken by the room \"\(other.name)\" (id \"\(other.id)\")")
     }
 
     /// `PUT /api/v1/rooms/:room`: a new name, sensors or bindings; the id stays, and with it the
@@ -110,7 +118,9 @@ public struct RoomRules: Sendable {
             merged["id"] = row.id
             if merged["name"] == nil { merged["name"] = row.name }
             if merged["sensors"] == nil { merged["sensors"] = RoomRules.parsedSensors(row.sensors) }
-            return decode(merged, user: user)
+            return decode(merged, user: user).flatMap { row, room in
+                nameTaken(room, user: user).map { .failure($0) } ?? .success((row, room))
+            }
         }
     }
 

@@ -84,6 +84,13 @@ import Testing
         }
         #expect(file.contains("defined in config/bridge.yaml"))
         #expect(Self.rules.delete(room: "nowhere", user: Self.user, managed: []) == .failure(.notFound))
+        // Another id, but a name the user has: routes find rooms by name too.
+        guard case .failure(.conflict(let named)) = Self.rules.create(Self.body(#"{"name":"kitchen","id":"cook"}"#),
+                                                                      user: Self.user, managed: []) else {
+            Issue.record("a taken name was accepted")
+            return
+        }
+        #expect(named.contains("the name \"kitchen\" is taken by the room \"Kitchen\""))
         var clustered = Self.rules
         clustered.clustered = true
         guard case .failure(.conflict) = clustered.create(Self.body(#"{"name":"Office"}"#), user: Self.user, managed: [])
