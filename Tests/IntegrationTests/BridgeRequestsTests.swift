@@ -86,6 +86,20 @@ struct BridgeRequestsTests {
         #expect(try await HTTP.get(bridge.httpPort, "/rooms/1/Study").status == 404)
     }
 
+    /// The embedded broker's `local` account (README, "Try it") may send requests and read the answers.
+    @Test(.enabled(if: TestBrokerKind.current == .mosquitto))
+    func theEmbeddedBrokersLocalAccountMaySendRequests() async throws {
+        let bridge = try await BridgeProcess(broker: nil)
+        let line = try #require(bridge.log.split(separator: "\n").first { $0.contains("listening=mqtt://127.0.0.1:") })
+        let port = try #require(line.firstMatch(of: /listening=mqtt:\/\/127\.0\.0\.1:(\d+)/).flatMap { Int($0.1) })
+        let passwordFile = try #require(line.firstMatch(of: /password_file=(\S+)/).map { String($0.1) })
+        let password = try String(contentsOfFile: passwordFile, encoding: .utf8).trimmingCharacters(in: .newlines)
+        let local = try await TestSubscriber(broker: port, subscribe: ["smarthome/bridge/response/#"], name: "local",
+                                             username: "local", password: password)
+        let health = try await Self.ask(local, "health_check", #"{"transaction":"e1"}"#, transaction: "e1")
+        #expect(health["status"] as? String == "ok", "\(health)")
+    }
+
     /// The demo config with Cemalettin an admin.
     static func adminConfig() throws -> String {
         let demo = try String(contentsOf: TestFiles.repositoryRoot.appendingPathComponent("config/bridge.yaml"),
