@@ -128,7 +128,8 @@ public final class Bridge: Sendable {
                                   outbound: outbound, logger: logger) : nil
         let announced = AnnouncedConfigStore(database: database)
         let layout = HomeLayout(store: store, source: source, devices: devices, publisher: publisher, discovery: discovery,
-                                announced: announced, membership: configuration.cluster.membership, logger: logger)
+                                announced: announced, membership: configuration.cluster.membership, logger: logger,
+                                changed: { homieFeature?.roomsChanged() })
         let rooms = RoomManager(fileUsers: fileConfiguration.users, rules: rules, rows: keptRooms,
                                 store: managedRooms, home: store, layout: layout)
         reloader = ConfigReloader(configFile: configFile, environment: environment, started: loaded ?? fileConfiguration,

@@ -16,11 +16,14 @@ final class HomeLayout: Sendable {
     private let announced: AnnouncedConfigStore
     private let membership: ClusterMembership
     private let logger: Logger
+    /// Told after each change (Homie sends its descriptions again).
+    private let changed: @Sendable () -> Void
     private let serial = Mutex(())
 
     init(store: HomeStore, source: any Source, devices: DeviceSource, publisher: StatePublisher,
          discovery: HomeAssistantDiscovery?, announced: AnnouncedConfigStore, membership: ClusterMembership,
-         logger: Logger) {
+         logger: Logger, changed: @escaping @Sendable () -> Void = {}) {
+        self.changed = changed
         self.store = store
         self.source = source
         self.devices = devices
@@ -53,6 +56,7 @@ final class HomeLayout: Sendable {
                     logger.warning("cannot record the announced discovery configs", ["error": "\(error)"])
                 }
             }
+            changed()
             logger.info("rooms changed", ["added": String(diff.added.count), "removed": String(diff.removed.count),
                                           "changed": String(diff.changed.count), "messages": String(messages)])
             return diff
