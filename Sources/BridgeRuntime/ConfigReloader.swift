@@ -68,10 +68,10 @@ final class ConfigReloader: BridgeFeature {
             logger.warning("config reload: these settings take effect only after a restart",
                            ["settings": restart.joined(separator: ",")])
         }
-        let merged = rooms.reloaded(fileUsers: loaded.users, rules: RoomRules(configuration: loaded, configFile: configFile))
-        RoomManager.log(skipped: merged.skipped, logger)
-        let diff = rooms.apply(merged.users)
-        usersChanged(merged.users)
+        let (diff, users, skipped) = rooms.reload(fileUsers: loaded.users,
+                                                  rules: RoomRules(configuration: loaded, configFile: configFile))
+        RoomManager.log(skipped: skipped, logger)
+        usersChanged(users)
         current.withLock { $0 = loaded }
         let elapsed = ContinuousClock.now - started
         let milliseconds = Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000

@@ -59,18 +59,15 @@ final class RoomManager: RoomManagement {
     }
 
     /// The config file changed (a reload): its users and rules from now on, with the kept rooms
-    /// after theirs; returns what the home now has and the kept rooms left out, with why.
-    func reloaded(fileUsers: [User], rules: RoomRules) -> (users: [User], skipped: [(ManagedRoom, String)]) {
+    /// after theirs, applied under the same lock as every API change, so none slips in between;
+    /// returns what changed and the kept rooms left out, with why.
+    func reload(fileUsers: [User], rules: RoomRules) -> (diff: LayoutDiff, users: [User], skipped: [(ManagedRoom, String)]) {
         state.withLock { state in
             state.fileUsers = fileUsers
             state.rules = rules
-            return rules.merge(fileUsers, rows: state.rows)
+            let merged = rules.merge(fileUsers, rows: state.rows)
+            return (layout.apply(merged.users), merged.users, merged.skipped)
         }
-    }
-
-    /// Applies the home the file and the kept rooms make (after `reloaded`).
-    func apply(_ users: [User]) -> LayoutDiff {
-        state.withLock { _ in layout.apply(users) }
     }
 
     /// Kept rooms that no longer fit the config file: logged, left in the database.
