@@ -35,6 +35,9 @@ final class DeviceSource: BridgeFeature, LightSwitch {
     private let router: MessageRouter?
     /// Tells the HTTP pollers that the bindings changed.
     private let rebound = CoalescedSignal()
+    /// Tells the devices' own connection (`devices.mqtt.url`) that the bindings changed: it
+    /// connects once a sensor is bound.
+    private let boundNow = CoalescedSignal()
     private let zigbeeBase: String
 
     private let controller: HomeController
@@ -133,6 +136,7 @@ final class DeviceSource: BridgeFeature, LightSwitch {
             state.stale = state.stale.filter { new.rooms[$0.room]?.sensors.contains($0) == true }
         }
         rebound.request()
+        boundNow.request()
         logger.info("devices rebound", ["rooms": String(new.rooms.count), "topics": String(after.count),
                                         "subscribed": String(after.subtracting(before).count),
                                         "unsubscribed": String(before.subtracting(after).count)])
@@ -302,6 +306,11 @@ final class DeviceSource: BridgeFeature, LightSwitch {
 
     /// The devices' own broker: subscribed to every device topic, its messages handled here.
     private func serve(_ client: MQTTClient) async {
+        // No device to read yet (rooms may get some while running): no connection yet either.
+        if isEmpty {
+            for await _ in boundNow.requests where !isEmpty { break }
+            if Task.isCancelled { return }
+        }
         for filter in deviceFilters {
             do { try client.subscribe(filter, qos: 1) } catch {
                 logger.error("cannot subscribe to a device topic", ["topic": filter, "error": error.description])

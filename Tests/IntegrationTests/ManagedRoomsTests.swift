@@ -105,4 +105,25 @@ struct ManagedRoomsTests {
                 "nothing retained or published for the deleted room")
         #expect(bridge!.log.contains("rooms changed added=0 removed=1"))
     }
+
+    /// With `devices.mqtt.url` the devices' own connection is made once a room made through the API
+    /// binds a sensor, and it reads the new device.
+    @Test(.enabled(if: TestBrokerKind.current == .mosquitto))
+    func aBoundRoomMadeWhileRunningIsReadOnTheDevicesOwnBroker() async throws {
+        let broker = try await TestBroker()
+        let devices = try await TestBroker()
+        let bridge = try await BridgeProcess(broker: broker, environment: ["SMARTHOME_DEVICES_MQTT_URL": devices.url])
+        let token = try await APITests.token(bridge.httpPort, "Cemalettin", "12345")
+        let watcher = try await TestSubscriber(broker: broker, subscribe: ["smarthome/1/cellar/temperature"])
+        let body = #"{"name":"Cellar","sensors":[{"name":"Temperature","mqtt":{"topic":"cellar/t"}}]}"#
+        #expect(try await HTTP.send(bridge.httpPort, "/api/v1/rooms", method: "POST", body: APITests.json(body),
+                                    token: token).status == 201)
+        let device = try await TestSubscriber(broker: devices, name: "device")
+        // The bridge subscribes on its new connection: publish until a reading arrives.
+        for value in 0..<50 where watcher.last("smarthome/1/cellar/temperature") == nil {
+            try device.publish("cellar/t", "1\(value).5")
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(watcher.last("smarthome/1/cellar/temperature") != nil, "\(bridge.log)")
+    }
 }
