@@ -130,7 +130,7 @@ public final class Bridge: Sendable {
         let layout = HomeLayout(store: store, source: source, devices: devices, publisher: publisher, discovery: discovery,
                                 announced: announced, membership: configuration.cluster.membership, logger: logger,
                                 changed: { homieFeature?.roomsChanged() })
-        let rooms = RoomManager(fileUsers: fileConfiguration.users, rules: rules, rows: keptRooms,
+        let rooms = RoomManager(rules: rules, rows: keptRooms,
                                 store: managedRooms, home: store, layout: layout)
         reloader = ConfigReloader(configFile: configFile, environment: environment, started: loaded ?? fileConfiguration,
                                   rooms: rooms, logger: logger, usersChanged: { sessions.usersChanged($0) })

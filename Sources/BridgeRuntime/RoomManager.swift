@@ -7,8 +7,7 @@ import Synchronization
 /// lock, so two changes never interleave and a refused one changes nothing.
 final class RoomManager: RoomManagement {
     private struct State {
-        /// The config file's users, as the file defines them (replaced by a reload).
-        var fileUsers: [User]
+        /// The config file's rules (replaced by a reload).
         var rules: RoomRules
         var rows: [ManagedRoom]
     }
@@ -18,12 +17,11 @@ final class RoomManager: RoomManagement {
     private let layout: HomeLayout
     private let state: Mutex<State>
 
-    init(fileUsers: [User], rules: RoomRules, rows: [ManagedRoom], store: ManagedRoomStore, home: HomeStore,
-         layout: HomeLayout) {
+    init(rules: RoomRules, rows: [ManagedRoom], store: ManagedRoomStore, home: HomeStore, layout: HomeLayout) {
         self.store = store
         self.home = home
         self.layout = layout
-        state = Mutex(State(fileUsers: fileUsers, rules: rules, rows: rows))
+        state = Mutex(State(rules: rules, rows: rows))
     }
 
     func create(user: String, _ fields: [String: Any]) -> Result<Room, RoomChangeFailure> {
@@ -31,20 +29,21 @@ final class RoomManager: RoomManagement {
             state.rules.create(fields, user: user, managed: state.rows).flatMap { row, room in
                 do { try store.insert(row) } catch { return .failure(.failed("\(error)")) }
                 state.rows.append(row)
-                return .success(room)
+                return .success((room, user.rooms + [room]))
             }
         }
     }
 
     func update(user: String, room: String, _ fields: [String: Any]) -> Result<Room, RoomChangeFailure> {
         change(user) { state, user in
-            state.rules.update(room: room, fields, user: user, managed: state.rows).flatMap { replace($0, $1, &state) }
+            state.rules.update(room: room, fields, user: user, managed: state.rows).flatMap { replace($0, $1, of: user, &state) }
         }
     }
 
     func bind(user: String, room: String, sensor: Any) -> Result<Room, RoomChangeFailure> {
         change(user) { state, user in
-            state.rules.bind(room: room, sensor: sensor, user: user, managed: state.rows).flatMap { replace($0, $1, &state) }
+            state.rules.bind(room: room, sensor: sensor, user: user, managed: state.rows)
+                .flatMap { replace($0, $1, of: user, &state) }
         }
     }
 
@@ -53,7 +52,7 @@ final class RoomManager: RoomManagement {
             state.rules.delete(room: room, user: user, managed: state.rows).flatMap { row in
                 do { _ = try store.delete(user: row.user, room: row.id) } catch { return .failure(.failed("\(error)")) }
                 state.rows.removeAll { $0.user == row.user && $0.id == row.id }
-                return .success(())
+                return .success(((), user.rooms.filter { $0.id != row.id }))
             }
         }
     }
@@ -63,7 +62,6 @@ final class RoomManager: RoomManagement {
     /// returns what changed and the kept rooms left out, with why.
     func reload(fileUsers: [User], rules: RoomRules) -> (diff: LayoutDiff, users: [User], skipped: [(ManagedRoom, String)]) {
         state.withLock { state in
-            state.fileUsers = fileUsers
             state.rules = rules
             let merged = rules.merge(fileUsers, rows: state.rows)
             return (layout.apply(merged.users), merged.users, merged.skipped)
@@ -77,21 +75,31 @@ final class RoomManager: RoomManagement {
         }
     }
 
-    private func replace(_ row: ManagedRoom, _ room: Room, _ state: inout State) -> Result<Room, RoomChangeFailure> {
+    private func replace(_ row: ManagedRoom, _ room: Room, of user: User, _ state: inout State)
+        -> Result<(Room, [Room]), RoomChangeFailure>
+    {
         do { _ = try store.update(row) } catch { return .failure(.failed("\(error)")) }
         if let index = state.rows.firstIndex(where: { $0.user == row.user && $0.id == row.id }) { state.rows[index] = row }
-        return .success(room)
+        return .success((room, user.rooms.map { $0.id == room.id ? room : $0 }))
     }
 
-    /// Runs one change for the user as the home has it now; applies the result when it succeeded.
-    private func change<T>(_ userID: String, _ body: (inout State, User) -> Result<T, RoomChangeFailure>)
+    /// Runs one change for the user as the home has it now; when it succeeded, the user's rooms
+    /// become the ones it returned (the other users stay as the home has them).
+    private func change<T>(_ userID: String, _ body: (inout State, User) -> Result<(T, [Room]), RoomChangeFailure>)
         -> Result<T, RoomChangeFailure>
     {
         state.withLock { state in
             guard let user = home.home.user(id: userID) else { return .failure(.notFound) }
-            let result = body(&state, user)
-            if case .success = result { layout.apply(state.rules.merge(state.fileUsers, rows: state.rows).users) }
-            return result
+            return body(&state, user).map { answer, rooms in
+                layout.apply(home.home.users.map { $0.id == userID ? Self.with(rooms, $0) : $0 })
+                return answer
+            }
         }
+    }
+
+    private static func with(_ rooms: [Room], _ user: User) -> User {
+        var changed = user
+        changed.rooms = rooms
+        return changed
     }
 }

@@ -107,8 +107,9 @@ public struct Migration: Sendable {
             "CREATE INDEX watchdogs_by_user ON watchdogs (user_id)",
         ]),
         // Rooms made through the API or MQTT requests, loaded beside the config file's (README,
-        // "Managing the home"); `position` keeps them in the order they were made.
-        Migration(version: 7, statements: [
+        // "Managing the home"); `position` keeps them in the order they were made. Version 9: 7 and
+        // 8 are the guests' and the API users' tables, made beside this one.
+        Migration(version: 9, statements: [
             """
             CREATE TABLE managed_rooms (
                 user_id TEXT NOT NULL,
