@@ -219,6 +219,9 @@ public struct BridgeConfiguration: Sendable {
     public var log = Log()
     public var cluster = Cluster()
     public var users: [User] = []
+    /// The file the configuration was read from, when it was (not a key: set by whoever loads it),
+    /// so that answers about what only the file can change name it.
+    public var file: String? = nil
 
     public init() {}
 }

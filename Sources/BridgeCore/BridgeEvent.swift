@@ -30,6 +30,16 @@ public enum BridgeEvent: Sendable, Equatable {
         }
     }
 
+    /// The room the event is about, which decides whether a guest's stream gets it (README, "Guests"):
+    /// alarms and watchdogs are the user's own business, and a relayed event is not looked into.
+    public var room: String? {
+        switch self {
+        case .commandRejected(_, let room, _, _, _): room
+        case .gas(let room, _, _): room
+        case .alarm, .watchdog, .relayed: nil
+        }
+    }
+
     /// The event as JSON text, as published.
     public var serialized: String {
         switch self {

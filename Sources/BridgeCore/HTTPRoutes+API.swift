@@ -22,6 +22,7 @@ extension HTTPRoutes {
         case ["logout", "all"]:
             guard method == "POST" else { return HTTPRoutes.methodNotAllowed(allow: "POST") }
             return authenticated(request, home: home) { session, _ in
+                if let refusal = HTTPRoutes.ownersOnly(session) { return refusal }
                 do {
                     try sessions.revokeAll(session.userID)
                 } catch {
@@ -59,8 +60,11 @@ extension HTTPRoutes {
                 return HTTPRoutes.methodNotAllowed(allow: rooms == nil ? "GET, HEAD" : "GET, HEAD, POST")
             }
             return authenticated(request, home: home) { session, _ in
-                guard let user = home().user(id: session.userID) else { return HTTPRoutes.unauthorized }
-                if method == "POST" { return createRoom(request, user: user.id, home: home) }
+                if method == "POST" {
+                    if let refusal = HTTPRoutes.ownersOnly(session) { return refusal }
+                    return createRoom(request, user: session.userID, home: home)
+                }
+                guard let user = HTTPRoutes.visibleUser(session, in: home()) else { return HTTPRoutes.unauthorized }
                 return HTTPRoutes.json(SeedShapes.rooms(user))
             }
         case _ where path.count == 2 && path[0] == "rooms":
@@ -69,32 +73,55 @@ extension HTTPRoutes {
             }
             return authenticated(request, home: home) { session, _ in
                 if method != "GET" {
+                    if let refusal = HTTPRoutes.ownersOnly(session) { return refusal }
                     return changeRoom(request, method: method, user: session.userID, room: path[1], home: home)
                 }
-                return roomResponse(user: session.userID, room: path[1], home: home())
+                let home = home()
+                guard HTTPRoutes.visibleUser(session, in: home)?.room(named: path[1]) != nil else { return HTTPRoutes.notFound }
+                return roomResponse(user: session.userID, room: path[1], home: home)
             }
         case _ where path.count == 3 && path[0] == "rooms" && path[2] == "history":
             guard method == "GET" else { return HTTPRoutes.methodNotAllowed(allow: "GET, HEAD") }
             return authenticated(request, home: home) { session, _ in
-                guard let user = home().user(id: session.userID) else { return HTTPRoutes.unauthorized }
+                guard let user = HTTPRoutes.visibleUser(session, in: home()) else { return HTTPRoutes.unauthorized }
                 return historyRoute(request, room: path[1], user: user)
             }
         case _ where !path.isEmpty && path[0] == "alarms" && path.count <= 3:
             return authenticated(request, home: home) { session, _ in
+                if let refusal = HTTPRoutes.ownersOnly(session) { return refusal }
                 guard let user = home().user(id: session.userID) else { return HTTPRoutes.unauthorized }
                 return alarmsRoute(request, method: method, path: path, user: user)
             }
         case _ where !path.isEmpty && path[0] == "watchdogs" && path.count <= 3:
             return authenticated(request, home: home) { session, _ in
+                if let refusal = HTTPRoutes.ownersOnly(session) { return refusal }
                 guard let user = home().user(id: session.userID) else { return HTTPRoutes.unauthorized }
                 return watchdogsRoute(request, method: method, path: path, user: user)
+            }
+        case _ where !path.isEmpty && path[0] == "guests" && path.count <= 2:
+            return authenticated(request, home: home) { session, _ in
+                if let refusal = HTTPRoutes.ownersOnly(session) { return refusal }
+                guard let user = home().user(id: session.userID) else { return HTTPRoutes.unauthorized }
+                return guestsRoute(request, method: method, path: path, user: user)
+            }
+        case _ where !path.isEmpty && (path[0] == "users" && path.count <= 2 || path == ["devices", "unbound"]):
+            return authenticated(request, home: home) { session, _ in
+                if let refusal = HTTPRoutes.ownersOnly(session) { return refusal }
+                guard let user = home().user(id: session.userID) else { return HTTPRoutes.unauthorized }
+                guard user.isAdmin else { return HTTPRoutes.error(403, "Only admins (users[].admin: true) may do this") }
+                return adminRoute(request, method: method, path: path, home: home())
             }
         case _ where path.count == 3 && path[0] == "rooms" && path[2] == "lights":
             guard method == "POST" else { return HTTPRoutes.methodNotAllowed(allow: "POST") }
             return authenticated(request, home: home) { session, _ in
                 let userID = session.userID
-                // Someone else's room and a room that doesn't exist look the same: 404.
-                guard home().user(id: userID)?.room(named: path[1]) != nil else { return HTTPRoutes.notFound }
+                // Someone else's room, a room a guest doesn't see and a room that doesn't exist look the same: 404.
+                guard HTTPRoutes.visibleUser(session, in: home())?.room(named: path[1]) != nil else {
+                    return HTTPRoutes.notFound
+                }
+                if session.guest?.access == .read {
+                    return HTTPRoutes.error(403, "This guest may only read these rooms, not switch their lights")
+                }
                 let command: LightCommand
                 switch APIBody.lights(request.body) {
                 case .success(let parsed): command = parsed
@@ -111,7 +138,8 @@ extension HTTPRoutes {
         case _ where path.count == 3 && path[0] == "groups" && path[2] == "lights":
             guard method == "POST" else { return HTTPRoutes.methodNotAllowed(allow: "POST") }
             return authenticated(request, home: home) { session, _ in
-                groupLights(request, user: session.userID, group: path[1], home: home)
+                if let refusal = HTTPRoutes.ownersOnly(session) { return refusal }
+                return groupLights(request, user: session.userID, group: path[1], home: home)
             }
         default:
             return HTTPRoutes.notFound
@@ -166,6 +194,8 @@ extension HTTPRoutes {
             }
             return HTTPRoutes.json(.object([
                 ("token", .string(token)), ("userID", .string(user.id)), ("rooms", .strings(user.rooms.map(\.id))),
+                // Whether the admins' routes answer (README, "Admins and unbound devices"), so a client can offer them.
+                ("admin", .bool(user.isAdmin)),
             ]))
         }
     }

@@ -74,6 +74,15 @@ public struct HTTPRoutes: Sendable {
     /// The user's watchdogs (`nil`: the routes answer 404), and how many one user may have.
     public var watchdogs: (any WatchdogRepository)?
     public var maxWatchdogsPerUser = 20
+    /// Guests (README, "Guests"); `nil`: the guest routes answer 404.
+    public var guests: GuestServices?
+    /// Devices heard that no binding claims (README, "Admins and unbound devices"), for admins; `nil`:
+    /// the bridge doesn't listen for them (an empty list).
+    public var unboundDevices: (@Sendable () -> [UnboundDevice])?
+    /// Users made through the API (README, "Admins and unbound devices"); `nil`: only the config's.
+    public var users: UserServices?
+    /// The config file, named when a change only it can make is asked of the API.
+    public var configFile: String?
     /// The clock alarms' `nextFire` is computed against.
     public var now: @Sendable () -> Date = { Date() }
     public var openEvents: EventStreamOpener

@@ -42,27 +42,31 @@ public struct Home: Sendable {
 
     /// Position of each user in `users` by id and by username: every reading, command and request
     /// looks a user up, and a building can have thousands.
-    private var indexByID: [String: Int]
-    private var indexByUsername: [String: Int]
+    private var indexByID: [String: Int] = [:]
+    private var indexByUsername: [String: Int] = [:]
 
     public init(users: [User]) {
+        self.users = []
+        setUsers(users)
+    }
+
+    /// Replaces the users and their rooms (README, "Managing the home": rooms changed through the
+    /// API, a request or a reload; users an admin added, changed or removed): values of rooms and
+    /// sensors that remain are kept, those of rooms that went are dropped, and every room that
+    /// changed gets a new revision, so its cached document is made again.
+    public mutating func setUsers(_ users: [User]) {
+        let oldRooms = Dictionary(self.users.flatMap { user in user.rooms.map { (RoomKey(user: user.id, room: $0.id), $0) } },
+                                  uniquingKeysWith: { first, _ in first })
+        let previous = self
         self.users = users
         // The first of duplicates wins, as a linear search would (the config loader refuses them).
         indexByID = Dictionary(users.enumerated().map { ($1.id, $0) }, uniquingKeysWith: { first, _ in first })
         indexByUsername = Dictionary(users.enumerated().map { ($1.username, $0) }, uniquingKeysWith: { first, _ in first })
-    }
-
-    /// The home with another set of rooms (README, "Managing the home"): values of rooms and
-    /// sensors that remain are kept, those of rooms that went are dropped, and every room that
-    /// changed gets a new revision, so its cached document is made again.
-    public mutating func replaceUsers(_ users: [User]) {
-        let old = Dictionary(self.users.flatMap { user in user.rooms.map { (RoomKey(user: user.id, room: $0.id), $0) } },
-                             uniquingKeysWith: { first, _ in first })
-        self = Home(users: users, keeping: self, oldRooms: old)
-    }
-
-    private init(users: [User], keeping previous: Home, oldRooms: [RoomKey: Room]) {
-        self.init(users: users)
+        values = [:]
+        seen = [:]
+        updated = [:]
+        extraSensors = [:]
+        revisions = [:]
         for user in users {
             for room in user.rooms {
                 let key = RoomKey(user: user.id, room: room.id)

@@ -37,15 +37,18 @@ public struct HostAllowList: Sendable, Equatable {
 
     static func isWildcard(_ bind: String) -> Bool { bind == "0.0.0.0" || bind == "::" }
 
+    /// Runs on every request, so it scans UTF-8 bytes rather than characters (`[`, `]` and `:` are ASCII
+    /// and never occur inside a multi-byte character).
     private static func stripPort(_ header: String) -> String {
         let text = header.trimmingSpaces
-        if text.hasPrefix("["), let close = text.firstIndex(of: "]") {
-            return String(text[text.index(after: text.startIndex)..<close])
+        let bytes = text.utf8
+        if bytes.first == UInt8(ascii: "["), let close = bytes.firstIndex(of: UInt8(ascii: "]")) {
+            return String(text[bytes.index(after: bytes.startIndex)..<close])
         }
         // One colon: name:port. More than one without brackets: a bare IPv6 address (not valid in Host, kept whole).
-        let colons = text.utf8.count { $0 == UInt8(ascii: ":") }
-        if colons == 1, let colon = text.firstIndex(of: ":") { return String(text[..<colon]) }
-        return text
+        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")),
+              !bytes[bytes.index(after: colon)...].contains(UInt8(ascii: ":")) else { return text }
+        return String(text[..<colon])
     }
 
     private static func normalized(_ name: String) -> String {
@@ -57,7 +60,14 @@ public struct HostAllowList: Sendable, Equatable {
 }
 
 extension String {
+    /// Without leading and trailing spaces and tabs. Runs on every request (the `Host` check), so it
+    /// works on UTF-8 bytes and returns `self` untouched in the usual case of nothing to trim.
     fileprivate var trimmingSpaces: String {
-        String(drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed())
+        let bytes = utf8
+        func isSpace(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+        guard let first = bytes.firstIndex(where: { !isSpace($0) }) else { return "" }
+        let last = bytes.lastIndex(where: { !isSpace($0) })!
+        if first == bytes.startIndex, bytes.index(after: last) == bytes.endIndex { return self }
+        return String(self[first...last])
     }
 }

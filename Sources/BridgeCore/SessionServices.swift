@@ -7,11 +7,15 @@ public struct SessionServices: Sendable {
         public var id: String
         /// Unix seconds; the session is dead from this second on, and its event streams end then.
         public var expiresAt: Int64
+        /// For a guest's token (README, "Guests"): the guest, whose rooms and access bound what it
+        /// sees and does; `nil` for the user's own token.
+        public var guest: Guest?
 
-        public init(userID: String, id: String, expiresAt: Int64) {
+        public init(userID: String, id: String, expiresAt: Int64, guest: Guest? = nil) {
             self.userID = userID
             self.id = id
             self.expiresAt = expiresAt
+            self.guest = guest
         }
     }
 

@@ -34,30 +34,38 @@ public final class Bridge: Sendable {
     public init(configuration fileConfiguration: BridgeConfiguration, broker: BrokerURL, logger: Logger,
                 configFile: String = ConfigFile.defaultPath, environment: [String: String] = [:],
                 loaded: BridgeConfiguration? = nil) throws {
-        var configuration = fileConfiguration
         self.logger = logger
         brokerAddress = broker.description
         let startedAt = Date()
-        let mqtt = try MQTTClient(configuration: Bridge.mqttConfiguration(configuration, broker: broker, logger: logger))
+        let mqtt = try MQTTClient(configuration: Bridge.mqttConfiguration(fileConfiguration, broker: broker, logger: logger))
         self.mqtt = mqtt
         let database: Database
         do {
-            database = try Database(path: configuration.storage.path)
+            database = try Database(path: fileConfiguration.storage.path)
         } catch {
-            throw RuntimeError("cannot open storage.path \(configuration.storage.path): \(error.description)")
+            throw RuntimeError("cannot open storage.path \(fileConfiguration.storage.path): \(error.description)")
         }
+        // Users an admin made through the API join the config's (README, "Admins and unbound devices");
+        // a cluster has only the config's, which every instance reads alike.
+        let clustered = fileConfiguration.cluster.instances > 1
+        let loadAPIUsers: @Sendable ([User]) throws -> [User] = { [logger] configured in
+            clustered ? [] : try UserAdministration.load(database, configured: configured, logger: logger)
+        }
+        let apiUsers = try loadAPIUsers(fileConfiguration.users)
+        var configuration = fileConfiguration.adding(users: apiUsers)
         for file in StorageFiles.readableByOthers(databasePath: database.path) {
             logger.warning("storage readable by other users; it holds the token signing key: chmod go-rwx it",
                            ["file": file])
         }
-        // Rooms made through the API or MQTT requests join the file's (README, "Managing the home").
+        // Rooms made through the API or MQTT requests join their users' (README, "Managing the home"):
+        // the file's users' and those made through the API.
         let managedRooms = ManagedRoomStore(database: database)
         let rules = RoomRules(configuration: fileConfiguration, configFile: configFile)
         let merged: (users: [User], skipped: [(ManagedRoom, String)])
         let keptRooms: [ManagedRoom]
         do {
             keptRooms = try managedRooms.all()
-            merged = rules.merge(fileConfiguration.users, rows: keptRooms)
+            merged = rules.merge(configuration.users, rows: keptRooms)
         } catch {
             throw RuntimeError("cannot read the rooms made through the API: \(error.description)")
         }
@@ -65,7 +73,6 @@ public final class Bridge: Sendable {
         configuration.users = merged.users
         self.configuration = configuration
         let topics = Topics(base: configuration.mqtt.baseTopic)
-        let clustered = configuration.cluster.instances > 1
         let outbound = Outbound(broker: mqtt, qos: configuration.mqtt.qos, logger: logger)
         let identity = HomeAssistantDiscovery(prefix: configuration.homeAssistant.prefix, topics: topics,
                                               version: Bridge.version, sourceKind: configuration.source.kind.rawValue)
@@ -132,8 +139,11 @@ public final class Bridge: Sendable {
                                 changed: { homieFeature?.roomsChanged() })
         let rooms = RoomManager(rules: rules, rows: keptRooms,
                                 store: managedRooms, home: store, layout: layout)
+        let users = clustered ? nil : UserAdministration(database: database, home: store, rooms: rooms,
+                                                         sessions: sessions, apiUsers: apiUsers, logger: logger)
         reloader = ConfigReloader(configFile: configFile, environment: environment, started: loaded ?? fileConfiguration,
-                                  rooms: rooms, logger: logger, usersChanged: { sessions.usersChanged($0) })
+                                  rooms: rooms, apiUsers: loadAPIUsers, logger: logger,
+                                  usersChanged: { sessions.usersChanged($0) })
         let requests = BridgeRequests(topics: topics, rooms: rooms, store: store, outbound: outbound, broker: mqtt,
                                       startedAt: startedAt, logger: logger, reload: { [reloader] in await reloader.reload() })
         var features: [any BridgeFeature] = [
@@ -169,7 +179,7 @@ public final class Bridge: Sendable {
             history: clusterHistory ?? DatabaseHistory(store: history), schedule: schedule,
             watchdogs: DatabaseWatchdogs(store: watchdogStore, replication: watchdogReplication), notifier: notifier,
             events: events, commands: commands, mirrors: mirrors, roomDocuments: publisher.roomDocuments,
-            devices: devices, rooms: rooms), logger: logger)
+            devices: devices, rooms: rooms, users: users), logger: logger)
     }
 
     /// Reads the config file again and applies it (README, "Managing the home"); for SIGHUP.

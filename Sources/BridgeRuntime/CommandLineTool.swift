@@ -129,6 +129,7 @@ public enum CommandLineTool {
         var configuration: BridgeConfiguration
         switch ConfigFile.load(path: configPath, environment: environment) {
         case .success(let loaded): configuration = loaded
+            configuration.file = configPath
         case .failure(let problems):
             let lines = (problems.issues.map { "  \($0)" }
                 + ConfigFile.warnings(configuration: nil, environment: environment).map { "  warning: \($0)" })

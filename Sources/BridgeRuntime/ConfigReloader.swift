@@ -1,4 +1,5 @@
 import BridgeCore
+import BridgeStorage
 import Foundation
 import Synchronization
 
@@ -13,6 +14,9 @@ final class ConfigReloader: BridgeFeature {
     private let configFile: String
     private let environment: [String: String]
     private let rooms: RoomManager
+    /// The users made through the API as the database has them, beside the given file users (README,
+    /// "Admins and unbound devices"): they stay through a reload.
+    private let apiUsers: @Sendable ([User]) throws -> [User]
     private let logger: Logger
     /// The configuration the running settings came from (its users: the file's last valid ones).
     private let current: Mutex<BridgeConfiguration>
@@ -24,8 +28,10 @@ final class ConfigReloader: BridgeFeature {
     private let usersChanged: @Sendable ([User]) -> Void
 
     init(configFile: String, environment: [String: String], started: BridgeConfiguration, rooms: RoomManager,
-         logger: Logger, usersChanged: @escaping @Sendable ([User]) -> Void) {
+         apiUsers: @escaping @Sendable ([User]) throws -> [User], logger: Logger,
+         usersChanged: @escaping @Sendable ([User]) -> Void) {
         self.usersChanged = usersChanged
+        self.apiUsers = apiUsers
         self.configFile = configFile
         self.environment = environment
         self.rooms = rooms
@@ -68,8 +74,16 @@ final class ConfigReloader: BridgeFeature {
             logger.warning("config reload: these settings take effect only after a restart",
                            ["settings": restart.joined(separator: ",")])
         }
-        let (diff, users, skipped) = rooms.reload(fileUsers: loaded.users,
-                                                  rules: RoomRules(configuration: loaded, configFile: configFile))
+        let (diff, users, skipped): (LayoutDiff, [User], [(ManagedRoom, String)])
+        do {
+            (diff, users, skipped) = try rooms.reload(fileUsers: loaded.users, apiUsers: apiUsers,
+                                                      rules: RoomRules(configuration: loaded, configFile: configFile))
+        } catch {
+            logger.error("config reload: cannot read the users made through the API; nothing was changed",
+                         ["error": "\(error)"])
+            return .failure(.init(message: "cannot read the users made through the API (\(error)); nothing was changed",
+                                  data: nil))
+        }
         RoomManager.log(skipped: skipped, logger)
         usersChanged(users)
         current.withLock { $0 = loaded }
@@ -94,7 +108,8 @@ final class ConfigReloader: BridgeFeature {
         var changed: [String] = []
         let before = Mirror(reflecting: old).children, after = Mirror(reflecting: new).children
         for (was, now) in zip(before, after) {
-            guard let label = was.label, label != "users" else { continue }
+            // `file` is no setting: whoever loads the file sets it.
+            guard let label = was.label, label != "users", label != "file" else { continue }
             if String(reflecting: was.value) != String(reflecting: now.value) { changed.append(label.lowercased()) }
         }
         let notify = { (users: [User]) in users.map { "\($0.id):\(String(reflecting: $0.notify))" } }

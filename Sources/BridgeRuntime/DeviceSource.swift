@@ -19,7 +19,7 @@ final class DeviceSource: BridgeFeature, LightSwitch {
     typealias Entry = DeviceBindings.Entry
     typealias SensorKey = DeviceBindings.SensorKey
 
-    private struct State {
+    struct State {
         /// Availability topic → what the device last said (absent: nothing yet, taken as online).
         var deviceOnline: [String: Bool] = [:]
         var stale: Set<SensorKey> = []
@@ -30,7 +30,7 @@ final class DeviceSource: BridgeFeature, LightSwitch {
     }
 
     /// The current bindings; replaced whole when rooms change (`rebind`).
-    private let bindings: Mutex<DeviceBindings>
+    let bindings: Mutex<DeviceBindings>
     /// Who subscribes device topics on the bridge's own broker when the bindings change.
     private let router: MessageRouter?
     /// Tells the HTTP pollers that the bindings changed.
@@ -38,7 +38,10 @@ final class DeviceSource: BridgeFeature, LightSwitch {
     /// Tells the devices' own connection (`devices.mqtt.url`) that the bindings changed: it
     /// connects once a sensor is bound.
     private let boundNow = CoalescedSignal()
-    private let zigbeeBase: String
+    let zigbeeBase: String
+    /// With an admin configured: the presets' filters heard for unbound devices (DeviceSource+Unbound.swift).
+    let discovery: [String]
+    let unbound = Mutex(UnboundDevices())
 
     private let controller: HomeController
     private let logger: Logger
@@ -49,7 +52,7 @@ final class DeviceSource: BridgeFeature, LightSwitch {
     private let commandTimeout: Double
     private let defaultInterval: Double
     private let source: BridgeConfiguration.Source
-    private let state = Mutex(State())
+    let state = Mutex(State())
     private let confirmations = AsyncAnswers<RoomKey, Bool>()
     /// Device messages not yet applied: taken off the MQTT event loop at once and applied in
     /// `run()`, which waits for the broker between batches, so a device flooding messages costs
@@ -72,6 +75,7 @@ final class DeviceSource: BridgeFeature, LightSwitch {
         source = configuration.source
         zigbeeBase = configuration.devices.zigbeeBaseTopic
         bindings = Mutex(DeviceBindings(users: configuration.users, zigbeeBase: configuration.devices.zigbeeBaseTopic))
+        discovery = configuration.users.contains(where: \.isAdmin) ? UnboundDevices.filters(zigbeeBase: zigbeeBase) : []
         let session = URLSessionConfiguration.ephemeral
         session.requestCachePolicy = .reloadIgnoringLocalCacheData
         session.httpMaximumConnectionsPerHost = 2
@@ -105,29 +109,30 @@ final class DeviceSource: BridgeFeature, LightSwitch {
     var deviceFilters: [String] { bindings.withLock { $0.filters } }
 
     var subscriptions: [MQTTSubscription] {
-        ownBroker == nil ? deviceFilters.map { MQTTSubscription(filter: $0, qos: 1) } : []
+        ownBroker == nil ? subscribedFilters.map { MQTTSubscription(filter: $0, qos: 1) } : []
     }
 
     /// Whether the light of `key` is bound to a device (which then switches it).
     func bindsLight(_ key: RoomKey) -> Bool { bindings.withLock { $0.lights[key] != nil } }
 
     /// The rooms changed while running (README, "Managing the home"): reads `users`' bound sensors
-    /// from now on, subscribing the topics that came and unsubscribing those that went.
+    /// from now on, subscribing the topics that came and unsubscribing those that went; the unbound
+    /// devices' filters stay, and a bound topic they cover is not subscribed of its own.
     func rebind(users: [User]) {
         let new = DeviceBindings(users: users, zigbeeBase: zigbeeBase)
         let old = bindings.withLock { bindings -> DeviceBindings in
             defer { bindings = new }
             return bindings
         }
-        let before = Set(old.filters), after = Set(new.filters)
-        for filter in after.subtracting(before).sorted() {
+        let (subscribe, unsubscribe) = Self.resubscription(from: old.filters, to: new.filters, discovery: discovery)
+        for filter in subscribe {
             do {
                 if let ownBroker { try ownBroker.subscribe(filter, qos: 1) } else { try router?.subscribe(filter, qos: 1, for: self) }
             } catch {
                 logger.error("cannot subscribe to a device topic", ["topic": filter, "error": error.description])
             }
         }
-        for filter in before.subtracting(after).sorted() {
+        for filter in unsubscribe {
             if let ownBroker { try? ownBroker.unsubscribe(filter) } else { router?.unsubscribe(filter, for: self) }
         }
         let gone = Set(old.rooms.keys).subtracting(new.rooms.keys)
@@ -137,9 +142,8 @@ final class DeviceSource: BridgeFeature, LightSwitch {
         }
         rebound.request()
         boundNow.request()
-        logger.info("devices rebound", ["rooms": String(new.rooms.count), "topics": String(after.count),
-                                        "subscribed": String(after.subtracting(before).count),
-                                        "unsubscribed": String(before.subtracting(after).count)])
+        logger.info("devices rebound", ["rooms": String(new.rooms.count), "topics": String(new.filters.count),
+                                        "subscribed": String(subscribe.count), "unsubscribed": String(unsubscribe.count)])
     }
 
     // MARK: Messages
@@ -176,19 +180,23 @@ final class DeviceSource: BridgeFeature, LightSwitch {
             (bindings.entries(for: message.topic, matches: MQTTTopicFilter.matches), bindings.availability[message.topic])
         }
         var readings: [Reading] = []
+        var claimed = device != nil
         for entry in entries {
             switch DevicePayload.decode(message.payload, extractor: entry.extractor, sensor: entry.sensor,
                                         bound: entry.bound) {
             case .value(let value):
                 readings.append(Reading(user: entry.key.user, room: entry.key.room, sensor: entry.sensor, value: value))
                 seen(entry)
+                claimed = true
             case .notForThisSensor:
                 continue
             case .problem(let problem):
                 failed(entry, problem, topic: message.topic)
+                claimed = true
             }
         }
         if !readings.isEmpty { apply(readings) }
+        if !claimed { noteUnbound(message) }
         if let (device, keys) = device {
             guard let online = device.isOnline(message.payload) else {
                 logger.warning("ignored a device availability that says neither online nor offline",
@@ -259,20 +267,12 @@ final class DeviceSource: BridgeFeature, LightSwitch {
         if let online = changed { controller.setAvailability(key, online: online) }
     }
 
-    /// Payload errors so far, per sensor (for `/metrics`).
-    var payloadErrors: [(RoomKey, String, Int)] {
-        state.withLock { state in
-            state.errors.map { ($0.key.room, $0.key.sensor, $0.value) }
-                .sorted { ($0.0.user, $0.0.room, $0.1) < ($1.0.user, $1.0.room, $1.1) }
-        }
-    }
-
     // MARK: Running
 
     func run() async {
         let (rooms, http) = bindings.withLock { ($0.rooms.count, $0.httpSensors.count) }
-        if rooms > 0 {
-            logger.info("reading devices", ["rooms": String(rooms), "topics": String(deviceFilters.count),
+        if rooms > 0 || !discovery.isEmpty {
+            logger.info("reading devices", ["rooms": String(rooms), "topics": String(subscribedFilters.count),
                                             "http": String(http), "broker": address])
         }
         await withDiscardingTaskGroup { group in
@@ -306,12 +306,12 @@ final class DeviceSource: BridgeFeature, LightSwitch {
 
     /// The devices' own broker: subscribed to every device topic, its messages handled here.
     private func serve(_ client: MQTTClient) async {
-        // No device to read yet (rooms may get some while running): no connection yet either.
-        if isEmpty {
+        // Nothing to read yet (rooms may get devices while running): no connection yet either.
+        if isEmpty && discovery.isEmpty {
             for await _ in boundNow.requests where !isEmpty { break }
             if Task.isCancelled { return }
         }
-        for filter in deviceFilters {
+        for filter in subscribedFilters {
             do { try client.subscribe(filter, qos: 1) } catch {
                 logger.error("cannot subscribe to a device topic", ["topic": filter, "error": error.description])
             }

@@ -18,6 +18,8 @@ final class EventHub: BridgeFeature, StateSubscriber {
     struct Limits: Sendable {
         var perSession = 8
         var perUser = 16
+        /// All of one user's guests together, beside the user's own `perUser`.
+        var perGuests: Int { max(1, perUser / 2) }
     }
 
     private struct Stream {
@@ -30,6 +32,14 @@ final class EventHub: BridgeFeature, StateSubscriber {
         var expiresAt: Int64
         /// Tells the places of one user apart.
         var number: UInt64
+        /// A guest's stream (README, "Guests"): only these rooms' readings and events; `nil` for the user's own.
+        var rooms: Set<String>?
+
+        /// Whether an event about `room` (`nil`: about no room, e.g. an alarm) goes to this stream.
+        func carries(room: String?) -> Bool {
+            guard let rooms else { return true }
+            return room.map(rooms.contains) ?? false
+        }
     }
 
     private struct State {
@@ -49,18 +59,22 @@ final class EventHub: BridgeFeature, StateSubscriber {
     /// Holds a place for a stream of `session`, or refuses when the session or its user has too many.
     /// Check and reservation happen under one lock, so parallel requests can't exceed the limits.
     func open(_ session: SessionServices.Session) -> EventStreamOpening {
+        let isGuest = session.guest != nil
         let number = state.withLock { state -> UInt64? in
-            let mine = state.streams[session.userID] ?? []
-            guard mine.count < limits.perUser,
+            // A user's guests share half the user's places, apart from the user's own, so guests can't
+            // keep the user from following the home (README, "Guests").
+            let mine = (state.streams[session.userID] ?? []).filter { ($0.rooms != nil) == isGuest }
+            guard mine.count < (isGuest ? limits.perGuests : limits.perUser),
                   mine.count(where: { $0.session == session.id }) < limits.perSession else { return nil }
             state.nextNumber += 1
             state.streams[session.userID, default: []].append(
-                Stream(sink: nil, session: session.id, expiresAt: session.expiresAt, number: state.nextNumber))
+                Stream(sink: nil, session: session.id, expiresAt: session.expiresAt, number: state.nextNumber,
+                       rooms: session.guest.map { Set($0.rooms) }))
             return state.nextNumber
         }
         guard let number else {
             return .refused("Too many event streams for this token or user (at most \(limits.perSession) per "
-                + "token, \(limits.perUser) per user); close one first")
+                + "token, \(limits.perUser) per user, \(limits.perGuests) for all of a user's guests); close one first")
         }
         let place = Place(hub: self, user: session.userID, number: number)
         return .accepted { sink in place.attach(sink) }
@@ -78,11 +92,11 @@ final class EventHub: BridgeFeature, StateSubscriber {
         prune()
     }
 
-    /// Sends an event to every stream of `user`; `data` is built only if there is one (most
-    /// readings have no listener).
-    func send(user: String, event name: String, _ data: @autoclosure () -> JSONValue) {
+    /// Sends an event to every stream of `user` that carries `room`; `data` is built only if there is
+    /// one (most readings have no listener).
+    func send(user: String, room: String?, event name: String, _ data: @autoclosure () -> JSONValue) {
         guard hasStreams(user: user) else { return }
-        send(user: user, bytes: ServerSentEvents.event(name, data()))
+        send(user: user, room: room, bytes: ServerSentEvents.event(name, data()))
     }
 
     /// Whether a user has a client listening.
@@ -90,9 +104,9 @@ final class EventHub: BridgeFeature, StateSubscriber {
         state.withLock { $0.streams[user]?.contains { $0.sink != nil } == true }
     }
 
-    /// Sends an event already in the line format to every stream of `user`.
-    func send(user: String, bytes: [UInt8]) {
-        let targets = state.withLock { ($0.streams[user] ?? []).compactMap(\.sink) }
+    /// Sends an event already in the line format to every stream of `user` that carries `room`.
+    func send(user: String, room: String?, bytes: [UInt8]) {
+        let targets = state.withLock { ($0.streams[user] ?? []).filter { $0.carries(room: room) }.compactMap(\.sink) }
         guard !targets.isEmpty else { return }
         var failed = false
         for sink in targets where !sink.write(bytes) {
@@ -108,16 +122,16 @@ final class EventHub: BridgeFeature, StateSubscriber {
         for change in changes {
             switch change {
             case .reading(let reading) where reading.published || reading.origin == .mirror:
-                send(user: reading.key.user, event: "state", JSONValue.object([
+                send(user: reading.key.user, room: reading.key.room, event: "state", JSONValue.object([
                     ("type", .string("state")), ("room", .string(reading.key.room)),
                     ("sensor", .string(reading.sensor.id)), ("value", .string(reading.value.mqttPayload)),
                     ("at", .string(Timestamp.iso8601(reading.time))),
                 ]))
             case .event(let user, .relayed(let type, let json)):
                 guard hasStreams(user: user), let bytes = ServerSentEvents.event(type, json: json) else { continue }
-                send(user: user, bytes: bytes)
+                send(user: user, room: nil, bytes: bytes)
             case .event(let user, let event):
-                send(user: user, event: event.type, event.json)
+                send(user: user, room: event.room, event: event.type, event.json)
             case .reading, .availability:
                 continue
             }

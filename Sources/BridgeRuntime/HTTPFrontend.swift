@@ -24,6 +24,7 @@ enum HTTPFrontend {
         var roomDocuments: RoomDocuments
         var devices: DeviceSource?
         var rooms: (any RoomManagement)?
+        var users: UserAdministration?
     }
 
     static func server(configuration: BridgeConfiguration, parts: Parts, logger: Logger) -> HTTPServer {
@@ -61,6 +62,10 @@ enum HTTPFrontend {
         routes.trustedProxies = configuration.http.trustedProxySet
         routes.securityLog = SecurityLog.recorder(logger)
         routes.watchdogs = parts.watchdogs
+        routes.guests = parts.sessions.guestServices
+        routes.configFile = configuration.file
+        routes.users = parts.users?.services
+        if let devices = parts.devices { routes.unboundDevices = { devices.unboundDevices } }
         routes.maxWatchdogsPerUser = configuration.watchdogs.maxPerUser
         routes.reportFailure = { (request: HTTPRequest, error: any Error) in
             // The legacy login route carries a password in its path: never logged.

@@ -40,12 +40,16 @@ final class HomeLayout: Sendable {
         serial.withLock { _ in
             let old = store.home
             let diff = LayoutDiff(old: old.users, new: users)
-            guard !diff.isEmpty else { return diff }
+            guard !diff.isEmpty else {
+                // Only users changed (a password, an admin flag, a user without rooms): no topic to touch.
+                store.withLock { $0.home.setUsers(users) }
+                return diff
+            }
             let owned = users.filter { membership.owns($0.id) }
             let first = source.roomsChanged(owned)
             let now = Date()
             store.withLock { state in
-                state.home.replaceUsers(users)
+                state.home.setUsers(users)
                 for reading in first { state.home.record(reading, at: now) }
                 for (user, room) in diff.removed { state.offline.remove(RoomKey(user: user.id, room: room.id)) }
             }

@@ -57,14 +57,33 @@ final class RoomManager: RoomManagement {
         }
     }
 
-    /// The config file changed (a reload): its users and rules from now on, with the kept rooms
-    /// after theirs, applied under the same lock as every API change, so none slips in between;
-    /// returns what changed and the kept rooms left out, with why.
-    func reload(fileUsers: [User], rules: RoomRules) -> (diff: LayoutDiff, users: [User], skipped: [(ManagedRoom, String)]) {
-        state.withLock { state in
+    /// The config file changed (a reload): its users and rules from now on, then the users made
+    /// through the API as the database has them (`apiUsers`, given the file's users, which win a
+    /// clash), with the kept rooms after theirs; applied under the same lock as every API change, so
+    /// none slips in between. Returns what changed and the kept rooms left out, with why; when the
+    /// API's users cannot be read, nothing changes.
+    func reload(fileUsers: [User], apiUsers: ([User]) throws -> [User], rules: RoomRules) throws
+        -> (diff: LayoutDiff, users: [User], skipped: [(ManagedRoom, String)])
+    {
+        try state.withLock { state in
+            let users = fileUsers + (try apiUsers(fileUsers))
             state.rules = rules
-            let merged = rules.merge(fileUsers, rows: state.rows)
+            let merged = rules.merge(users, rows: state.rows)
             return (layout.apply(merged.users), merged.users, merged.skipped)
+        }
+    }
+
+    /// Users an admin added, changed or removed (README, "Admins and unbound devices"): `change`
+    /// applied to the home's users as they are now, under the lock of every room change and reload,
+    /// so none undoes another. The kept rooms of a user who went (`removed`) are deleted with it, their
+    /// topics and discovery configs cleared.
+    func changeUsers(removed: String? = nil, _ change: ([User]) -> [User]) throws(StorageError) {
+        try state.withLock { (state: inout State) throws(StorageError) in
+            if let removed {
+                for row in state.rows where row.user == removed { _ = try store.delete(user: row.user, room: row.id) }
+                state.rows.removeAll { $0.user == removed }
+            }
+            layout.apply(change(home.home.users))
         }
     }
 

@@ -15,7 +15,7 @@ public final class SessionService: Sendable {
     /// The `settings` key of the generated signing key, used only without `cluster.secret`.
     static let keySetting = "session_key"
 
-    private let signer: SessionSigner
+    let signer: SessionSigner
     private let ttl: Double
     private let store: RevocationStore
     private let revoked: Mutex<RevokedSessions>
@@ -28,12 +28,18 @@ public final class SessionService: Sendable {
     private let closeStreams: @Sendable (_ sessionID: String) -> Void
     private let closeUserStreams: @Sendable (_ userID: String) -> Void
     /// The configured users by id: what a token's binding is checked against.
-    private let accounts: Mutex<[String: User]>
+    /// Changes when an admin adds, changes or removes a user through the API (`setAccount`), and
+    /// with a reload (`usersChanged`).
+    let accounts: Mutex<[String: User]>
     /// Each user's current binding (`SessionClaims.binding`), made on first use.
     private let bindings = Mutex<[String: [UInt8]]>([:])
     private let settings: SettingsStore
-    private let logger: Logger
-    private let now: @Sendable () -> Date
+    let logger: Logger
+    let now: @Sendable () -> Date
+    /// Unexpired guests by id (README, "Guests"), as in the database: a guest token is checked
+    /// against this, never the database.
+    let guests: Mutex<[String: Guest]>
+    let guestStore: GuestStore
 
     /// Loads the revocations still in force, deleting the expired ones.
     /// - Parameters:
@@ -66,6 +72,10 @@ public final class SessionService: Sendable {
             list.insert(SessionRevocation(id: entry.id, expiresAt: entry.expiresAt), now: Double(seconds))
         }
         revoked = Mutex(list)
+        guestStore = GuestStore(database: database)
+        try guestStore.purgeExpired(now: seconds)
+        guests = Mutex(Dictionary(try guestStore.live(now: seconds).map { ($0.id, $0) },
+                                  uniquingKeysWith: { first, _ in first }))
     }
 
     convenience init(configuration: BridgeConfiguration, database: Database, events: EventHub,
@@ -100,6 +110,15 @@ public final class SessionService: Sendable {
         )
     }
 
+    /// What the guest routes call.
+    public var guestServices: GuestServices {
+        GuestServices(
+            create: { [self] userID, draft in try createGuest(userID: userID, draft) },
+            list: { [self] userID in guestList(userID: userID) },
+            revoke: { [self] userID, id in try revokeGuest(userID: userID, id: id) }
+        )
+    }
+
     /// Sets the handler told of each logout made on this instance (not of `revokeRemote` calls).
     /// It runs on the logout request's thread after the revocation is stored, so it should hand the
     /// revocation off (e.g. queue an MQTT publish) rather than wait.
@@ -128,8 +147,9 @@ public final class SessionService: Sendable {
 
     private func session(of token: String) throws -> SessionServices.Session? {
         guard let claims = claims(of: token), !claims.isExpired(atUnixSeconds: now().timeIntervalSince1970),
-              !revoked.withLock({ $0.contains(id: claims.idText) }),
-              try claims.binding == binding(of: claims.userID) else { return nil }
+              !revoked.withLock({ $0.contains(id: claims.idText) }) else { return nil }
+        if claims.isGuest { return guestSession(claims) }
+        guard try claims.binding == binding(of: claims.userID) else { return nil }
         return SessionServices.Session(userID: claims.userID, id: claims.idText, expiresAt: claims.expiresAt)
     }
 
@@ -148,22 +168,38 @@ public final class SessionService: Sendable {
         }
     }
 
+    /// A user added, changed (`nil` hash: unchanged) or removed (`user` nil) through the API: tokens
+    /// are checked against the account as it is now, so a changed password ends the old tokens.
+    func setAccount(id: String, to user: User?) {
+        changeAccounts { accounts, cache in
+            accounts[id] = user
+            cache[id] = nil
+        }
+    }
+
     /// The users changed (a reload, README "Managing the home"): tokens are checked against them
     /// from now on, so a changed password or username ends the user's tokens, and a new user's work.
     func usersChanged(_ users: [User]) {
         let new = Dictionary(users.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
-        bindings.withLock { cache in
-            accounts.withLock { $0 = new }
+        changeAccounts { accounts, cache in
+            accounts = new
             cache.removeAll()
         }
-        verified.withLock { $0.removeAll() }
+    }
+
+    /// Changes the accounts and the bindings made from them under both locks, so no binding of an
+    /// old account outlives the change.
+    private func changeAccounts(_ change: (inout [String: User], inout [String: [UInt8]]) -> Void) {
+        bindings.withLock { cache in
+            accounts.withLock { change(&$0, &cache) }
+        }
     }
 
     private static func generationKey(_ userID: String) -> String { "session_generation:" + userID }
 
     /// Ends every session of a user, here and after restarts: the user's generation goes up, which
     /// changes the binding every one of its tokens carries; its event streams end at once.
-    private func revokeAll(userID: String) throws {
+    func revokeAll(userID: String) throws {
         let key = Self.generationKey(userID)
         do {
             try bindings.withLock { (cache: inout [String: [UInt8]]) throws(StorageError) in
@@ -175,12 +211,19 @@ public final class SessionService: Sendable {
             logger.error("cannot store a logout everywhere", ["error": "\(error)"])
             throw error
         }
+        // Guests' tokens don't carry the generation: the user's guests go with the rest.
+        try revokeAllGuests(userID: userID)
         closeUserStreams(userID)
     }
 
     private func revoke(token: String) throws {
         // The route has just resolved the token; one that no longer checks out has nothing to end.
         guard let claims = claims(of: token) else { return }
+        // A guest logging out ends the guest (README, "Guests").
+        if claims.isGuest {
+            _ = try revokeGuest(userID: claims.userID, id: claims.idText)
+            return
+        }
         let revocation = SessionRevocation(id: claims.idText, expiresAt: claims.expiresAt)
         do {
             try record(revocation)
@@ -192,13 +235,13 @@ public final class SessionService: Sendable {
     }
 
     /// Stored first, so a revocation answered with 204 survives a crash; then in memory.
-    private func record(_ revocation: SessionRevocation) throws(StorageError) {
+    func record(_ revocation: SessionRevocation) throws(StorageError) {
         try store.add(id: revocation.id, expiresAt: revocation.expiresAt)
         revoked.withLock { _ = $0.insert(revocation, now: now().timeIntervalSince1970) }
         closeStreams(revocation.id)
     }
 
-    private func claims(of token: String) -> SessionClaims? {
+    func claims(of token: String) -> SessionClaims? {
         if let known = verified.withLock({ $0[token] }) { return known }
         guard let claims = signer.verify(token).flatMap(SessionClaims.init(payload:)) else { return nil }
         verified.withLock { verified in
@@ -208,7 +251,7 @@ public final class SessionService: Sendable {
         return claims
     }
 
-    private static func bytes(hex text: String) -> [UInt8]? {
+    static func bytes(hex text: String) -> [UInt8]? {
         let digits = Array(text.utf8)
         guard digits.count.isMultiple(of: 2) else { return nil }
         var bytes: [UInt8] = []

@@ -106,9 +106,34 @@ public struct Migration: Sendable {
             """,
             "CREATE INDEX watchdogs_by_user ON watchdogs (user_id)",
         ]),
+        // Guests: tokens for some of a user's rooms until a time (README "Guests", GuestStore).
+        Migration(version: 7, statements: [
+            """
+            CREATE TABLE guests (
+                id TEXT PRIMARY KEY,
+                user_id TEXT NOT NULL,
+                rooms TEXT NOT NULL,
+                access TEXT NOT NULL,
+                expires_at INTEGER NOT NULL,
+                created_at INTEGER NOT NULL
+            )
+            """,
+            "CREATE INDEX guests_by_user ON guests (user_id)",
+        ]),
+        // Users an admin made through the API (README "Admins and unbound devices", UserStore).
+        Migration(version: 8, statements: [
+            """
+            CREATE TABLE api_users (
+                id TEXT PRIMARY KEY,
+                username TEXT NOT NULL UNIQUE,
+                password_hash TEXT NOT NULL,
+                admin INTEGER NOT NULL,
+                created_at INTEGER NOT NULL
+            )
+            """,
+        ]),
         // Rooms made through the API or MQTT requests, loaded beside the config file's (README,
-        // "Managing the home"); `position` keeps them in the order they were made. Version 9: 7 and
-        // 8 are the guests' and the API users' tables, made beside this one.
+        // "Managing the home"); `position` keeps them in the order they were made.
         Migration(version: 9, statements: [
             """
             CREATE TABLE managed_rooms (

@@ -4,10 +4,12 @@ import Testing
 @Suite struct HostAllowListTests {
     @Test func byDefaultLoopbackNamesAndTheBindAddressAreAnswered() {
         let local = HostAllowList(configured: nil, bind: "192.168.1.10")
-        for header in ["localhost", "localhost:8080", "LOCALHOST.", "127.0.0.1:8080", "[::1]:8080", "192.168.1.10:8080"] {
+        for header in ["localhost", "localhost:8080", "LOCALHOST.", "127.0.0.1:8080", "[::1]:8080", "192.168.1.10:8080",
+                       " localhost:8080", "\tlocalhost \t", "  [::1]:8080 "] {
             #expect(local.allows(hostHeader: header), "\(header)")
         }
-        for header in ["evil.example", "evil.example:8080", "127.0.0.1.evil.example", "[::2]:8080", ""] {
+        for header in ["evil.example", "evil.example:8080", "127.0.0.1.evil.example", "[::2]:8080", "", " \t ",
+                       "local host", " évil.example "] {
             #expect(!local.allows(hostHeader: header), "\(header)")
         }
         #expect(local.allows(hostHeader: nil), "HTTP/1.0 without Host")

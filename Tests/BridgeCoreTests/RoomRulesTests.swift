@@ -166,7 +166,7 @@ import Testing
         #expect(diff.removed.map(\.room.id) == ["garden"])
         #expect(diff.changed.map(\.new.name) == ["Cookery"])
         #expect(!diff.bindingsChanged)
-        home.replaceUsers(users)
+        home.setUsers(users)
         #expect(home.values(in: key) == before)
         #expect(home.revision(of: key) > revision, "a renamed room's document is made again")
         #expect(home.values(in: RoomKey(user: "1", room: "garden")).isEmpty)

@@ -50,7 +50,7 @@ import Testing
         defer { running.cancel() }
         var users = bridge.store.home.users
         users[0].rooms.append(Room(id: "office", name: "Office", sensors: [.temperature]))
-        bridge.store.withLock { $0.home.replaceUsers(users) }
+        bridge.store.withLock { $0.home.setUsers(users) }
         _ = bridge.broker.take()
         homie.roomsChanged()
         var sent: [MemoryBroker.Published] = []

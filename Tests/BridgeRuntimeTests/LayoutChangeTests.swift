@@ -13,7 +13,7 @@ import Testing
         users[0].rooms.removeAll { $0.id == "garden" }
         users[0].rooms.append(Room(id: "office", name: "Office", sensors: [.temperature]))
         bridge.store.withLock { state in
-            state.home.replaceUsers(users)
+            state.home.setUsers(users)
             state.home.record(Reading(user: "1", room: "office", sensor: .temperature, value: .number(21)), at: Date())
         }
         _ = bridge.broker.take()

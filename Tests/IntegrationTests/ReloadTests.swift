@@ -108,4 +108,40 @@ struct ReloadTests {
         #expect((applied["data"] as? [String: Any])?["restartNeeded"] as? [String] == ["source"], "\(again.text)")
         #expect(bridge.log.contains("config reload: these settings take effect only after a restart settings=source"))
     }
+
+    /// A user an admin made through the API is not the file's: it stays through a reload, with the
+    /// room it made, its token and its login (README, "Reload"); removing it clears its room.
+    @Test func aUserMadeThroughTheAPISurvivesAReload() async throws {
+        let broker = try await TestBroker()
+        let bridge = try await BridgeProcess(broker: broker, settings: DeviceBindingTests.settings(), extraUsers: AdminTests.admin)
+        let port = bridge.httpPort
+        let admin = try await APITests.token(port, "Devon", "12345")
+        let made = try await HTTP.send(port, "/api/v1/users", method: "POST",
+                                       body: APITests.json(#"{"username":"Zeynep","password":"correct horse"}"#), token: admin)
+        #expect(made.status == 201, "\(made.text)")
+        let id = try #require(GuestTests.object(made)["id"] as? String)
+        let zeynep = try await APITests.token(port, "Zeynep", "correct horse")
+        let watcher = try await TestSubscriber(broker: broker, subscribe: ["smarthome/\(id)/cellar"])
+        let room = try await HTTP.send(port, "/api/v1/rooms", method: "POST",
+                                       body: APITests.json(#"{"name":"Cellar","sensors":["Temperature"]}"#), token: zeynep)
+        #expect(room.status == 201, "\(room.text)")
+        try await watcher.waitFor { $0.topic == "smarthome/\(id)/cellar" && !$0.payload.isEmpty }
+
+        bridge.signal(SIGHUP)
+        #expect(await bridge.waitForLog("config reloaded added=0 removed=0 changed=0"), "\(bridge.log)")
+        let listed = GuestTests.object(try await HTTP.send(port, "/api/v1/users", method: "GET", token: admin))["users"]
+            as? [[String: Any]] ?? []
+        #expect(listed.contains { $0["id"] as? String == id && $0["source"] as? String == "api" }, "\(listed)")
+        #expect(try await HTTP.send(port, "/api/v1/rooms/cellar", method: "GET", token: zeynep).status == 200,
+                "its token still works")
+        let again = try await APITests.token(port, "Zeynep", "correct horse")
+        #expect(try await HTTP.send(port, "/api/v1/rooms/cellar", method: "GET", token: again).status == 200)
+        #expect(!watcher.messages.contains { $0.topic == "smarthome/\(id)/cellar" && $0.payload.isEmpty },
+                "its room was not cleared")
+
+        // Removing the user removes its room: the room's topic is cleared.
+        #expect(try await GuestTests.status(port, "DELETE", "/api/v1/users/\(id)", admin) == 204)
+        try await watcher.waitFor { $0.topic == "smarthome/\(id)/cellar" && $0.payload.isEmpty }
+        #expect(try await HTTP.send(port, "/api/v1/rooms/cellar", method: "GET", token: again).status == 401)
+    }
 }

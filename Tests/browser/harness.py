@@ -25,6 +25,10 @@ import bridgetest  # noqa: E402  (Tests/support/bridgetest.py: ports, processes,
 from bridgetest import ROOT, wait_until  # noqa: E402,F401  (wait_until: for the tests)
 
 WEB_ROOT = ROOT / "web"
+
+USER1_ROOMS = ["Livingroom", "Bathroom", "Bedroom", "Kitchen", "Garden", "Saloon", "Babyroom", "Balcony"]
+# What Chromium logs for an API answer a test provokes on purpose (a wrong password, a bad alarm).
+NETWORK_ERROR = r"Failed to load resource: the server responded with a status of {status}"
 ARTIFACTS = Path(os.environ.get("ARTIFACTS", ROOT / "Tests/browser/artifacts"))
 
 
@@ -133,6 +137,10 @@ class Bridge(bridgetest.Bridge):
                                  demo, count=1)
         if count != 1:
             raise RuntimeError("config/bridge.yaml: Mehmet's rooms list not found")
+        # Mehmet is an admin, to show the settings page's unbound devices (README, "Admins and unbound devices").
+        changed, count = re.subn(r"(\n(\s*)username: Mehmet\n)", lambda m: m.group(1) + m.group(2) + "admin: true\n", changed, count=1)
+        if count != 1:
+            raise RuntimeError("config/bridge.yaml: Mehmet not found")
         config.write_text(changed)
         super().__init__(directory, broker, config,
                          env={"SMARTHOME_HTTP_WEB_ROOT": str(WEB_ROOT), "SMARTHOME_SOURCE_INTERVAL": "1"})

@@ -21,16 +21,14 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 sys.dont_write_bytecode = True  # no __pycache__ in the repository
 import harness  # noqa: E402  (it puts Tests/support on sys.path)
 import bridgetest  # noqa: E402
-from harness import ARTIFACTS, DESKTOP, PHONE
+from settings_tests import SettingsTests  # noqa: E402
+from harness import ARTIFACTS, DESKTOP, NETWORK_ERROR, PHONE, USER1_ROOMS
 
-USER1_ROOMS = ["Livingroom", "Bathroom", "Bedroom", "Kitchen", "Garden", "Saloon", "Babyroom", "Balcony"]
 USER2_ROOMS = ["Garden", "Bathroom", "Bedroom", "Kitchen", "Saloon", "Livingroom", "Babyroom", "Balcony", "Attic"]
 
-# What Chromium logs for an API answer a test provokes on purpose (a wrong password, a bad alarm).
-NETWORK_ERROR = r"Failed to load resource: the server responded with a status of {status}"
 
 
-class Dashboard(unittest.TestCase):
+class Dashboard(SettingsTests, unittest.TestCase):
     """One broker, one bridge and one browser for the whole class; each test starts logged out."""
 
     @classmethod

@@ -105,3 +105,7 @@ export const updateWatchdog = (uuid, watchdog) =>
   api(`/watchdogs/${encodeURIComponent(uuid)}`, { method: 'PUT', body: watchdog });
 export const toggleWatchdog = (uuid) => api(`/watchdogs/${encodeURIComponent(uuid)}/toggle`, { method: 'POST' });
 export const deleteWatchdog = (uuid) => api(`/watchdogs/${encodeURIComponent(uuid)}`, { method: 'DELETE' });
+export const guests = () => api('/guests');
+export const createGuest = (guest) => api('/guests', { method: 'POST', body: guest });
+export const deleteGuest = (id) => api(`/guests/${encodeURIComponent(id)}`, { method: 'DELETE' });
+export const unboundDevices = () => api('/devices/unbound');

@@ -1,5 +1,6 @@
-// The dashboard: routes (#/login, #/rooms, #/rooms/<id>, #/alarms, #/watchdogs), the header with the
-// connection state, the live event stream, and notices.
+// The dashboard: routes (#/login, #/rooms, #/rooms/<id>, #/alarms, #/watchdogs, #/settings, and
+// #/guest/<token>, a guest's login link), the header with the connection state, the live event
+// stream, and notices.
 
 import * as API from './api.js';
 import * as store from './store.js';
@@ -10,6 +11,7 @@ import * as roomsView from './views/rooms.js';
 import * as roomView from './views/room.js';
 import * as alarmsView from './views/alarms.js';
 import * as watchdogsView from './views/watchdogs.js';
+import * as settingsView from './views/settings.js';
 
 const main = document.getElementById('main');
 const topbar = document.getElementById('topbar');
@@ -120,7 +122,7 @@ function notify(message, { icon: iconName, urgent = false, timeout = 6000, key }
 // ---- session ------------------------------------------------------------------------------
 
 function signIn(result, username) {
-  API.saveSession({ token: result.token, userID: result.userID, username });
+  API.saveSession({ token: result.token, userID: result.userID, username, admin: result.admin === true });
   store.reset();
   startEvents();
   const next = app.afterLogin ?? '#/rooms';
@@ -141,6 +143,12 @@ function endSession(message) {
 }
 
 async function logOut() {
+  // A guest's link is shared: logging out would end it for everyone who has it (README "Guests"), so a
+  // guest's tab only forgets the token.
+  if (API.currentSession()?.guest) {
+    endSession(null);
+    return;
+  }
   try {
     await API.logout();
   } catch {
@@ -167,15 +175,36 @@ function parse(hash) {
   if (parts[0] === 'rooms' && parts.length === 2) return { name: 'room', id: parts[1] };
   if (parts[0] === 'alarms' && parts.length === 1) return { name: 'alarms' };
   if (parts[0] === 'watchdogs' && parts.length === 1) return { name: 'watchdogs' };
+  if (parts[0] === 'settings' && parts.length === 1) return { name: 'settings' };
+  if (parts[0] === 'guest' && parts.length === 2) return { name: 'guest', token: parts[1] };
   return { name: 'missing' };
+}
+
+/** A guest's login link: the tab becomes the guest's, and the token leaves the address bar and history. */
+function enterAsGuest(token) {
+  stream?.stop();
+  stream = null;
+  API.saveSession({ token, userID: null, username: 'Guest', guest: true });
+  store.reset();
+  app.ui = {};
+  app.history = [];
+  location.replace('#/rooms');
 }
 
 function route() {
   const target = parse(location.hash);
+  if (target.name === 'guest') {
+    enterAsGuest(target.token);
+    return;
+  }
   const session = API.currentSession();
   if (!session && target.name !== 'login') {
     if (target.name !== 'home' && target.name !== 'missing') app.afterLogin = location.hash;
     app.navigate('#/login');
+    return;
+  }
+  if (session?.guest && ['alarms', 'watchdogs', 'settings'].includes(target.name)) {
+    app.navigate('#/rooms');
     return;
   }
   if (session && (target.name === 'login' || target.name === 'home')) {
@@ -189,6 +218,9 @@ function route() {
   main.replaceChildren();
   topbar.hidden = !session;
   document.getElementById('user-name').textContent = session?.username ?? '';
+  // A guest sees its rooms only: the user's own screens answer it 403.
+  for (const link of document.querySelectorAll('[data-owner-only]')) link.hidden = Boolean(session?.guest);
+  document.getElementById('logout').textContent = session?.guest ? 'Leave' : 'Log out';
   for (const link of document.querySelectorAll('[data-nav]')) {
     const current = link.dataset.nav === target.name || (link.dataset.nav === 'rooms' && target.name === 'room');
     if (current) link.setAttribute('aria-current', 'page');
@@ -196,7 +228,8 @@ function route() {
   }
   document.body.dataset.view = target.name;
 
-  const views = { login: loginView, rooms: roomsView, room: roomView, alarms: alarmsView, watchdogs: watchdogsView };
+  const views = { login: loginView, rooms: roomsView, room: roomView, alarms: alarmsView, watchdogs: watchdogsView,
+    settings: settingsView };
   const view = views[target.name];
   if (view) {
     cleanup = view.render(main, target, app) ?? null;

@@ -157,7 +157,7 @@ public enum DevicePayload {
         return deepest
     }
 
-    private static func scalarText(_ value: Any?) -> String? {
+    static func scalarText(_ value: Any?) -> String? {
         switch value {
         case let text as String: text
         case let number as NSNumber: number.stringValue
