@@ -53,6 +53,7 @@ final class HomeLayout: Sendable {
                 for reading in first { state.home.record(reading, at: now) }
                 for (user, room) in diff.removed { state.offline.remove(RoomKey(user: user.id, room: room.id)) }
             }
+            publisher.roomDocuments.forget(diff.removed.map { RoomKey(user: $0.user.id, room: $0.room.id) })
             if diff.bindingsChanged { devices.rebind(users: owned) }
             let messages = publisher.announce(diff, old: old)
             if let discovery {
