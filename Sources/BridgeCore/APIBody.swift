@@ -52,6 +52,11 @@ public enum APIBody {
         return .success(fields)
     }
 
+    /// Any JSON value (a stored one, read back), or nil when the bytes are not JSON.
+    static func anyJSON(_ bytes: [UInt8]) -> Any? {
+        try? JSONSerialization.jsonObject(with: Data(bytes), options: [.fragmentsAllowed])
+    }
+
     /// The longest string field, in bytes: characters can be many bytes each (combining marks), so text is
     /// bounded by what it costs to store and send, not by what it looks like.
     static let maxStringBytes = 1024

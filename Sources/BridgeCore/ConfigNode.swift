@@ -53,6 +53,11 @@ public struct ConfigIssue: Error, Sendable, Equatable, CustomStringConvertible {
         let location = line > 0 ? " (line \(line))" : ""
         return "\(path.isEmpty ? "<document>" : path): \(message)\(location)"
     }
+
+    /// `{"path":…,"message":…}` (and `"line"` when known): how API answers and MQTT responses list problems.
+    public var json: JSONValue {
+        .object([("path", .string(path)), ("message", .string(message))] + (line > 0 ? [("line", .integer(line))] : []))
+    }
 }
 
 /// Every problem found in one config, in the order found.

@@ -56,14 +56,26 @@ extension HTTPRoutes {
                 }
             }
         case ["rooms"]:
-            guard method == "GET" else { return HTTPRoutes.methodNotAllowed(allow: "GET, HEAD") }
+            guard method == "GET" || (method == "POST" && rooms != nil) else {
+                return HTTPRoutes.methodNotAllowed(allow: rooms == nil ? "GET, HEAD" : "GET, HEAD, POST")
+            }
             return authenticated(request, home: home) { session, _ in
+                if method == "POST" {
+                    if let refusal = HTTPRoutes.ownersOnly(session) { return refusal }
+                    return createRoom(request, user: session.userID, home: home)
+                }
                 guard let user = HTTPRoutes.visibleUser(session, in: home()) else { return HTTPRoutes.unauthorized }
                 return HTTPRoutes.json(SeedShapes.rooms(user))
             }
         case _ where path.count == 2 && path[0] == "rooms":
-            guard method == "GET" else { return HTTPRoutes.methodNotAllowed(allow: "GET, HEAD") }
+            guard method == "GET" || (["PUT", "DELETE"].contains(method) && rooms != nil) else {
+                return HTTPRoutes.methodNotAllowed(allow: rooms == nil ? "GET, HEAD" : "GET, HEAD, PUT, DELETE")
+            }
             return authenticated(request, home: home) { session, _ in
+                if method != "GET" {
+                    if let refusal = HTTPRoutes.ownersOnly(session) { return refusal }
+                    return changeRoom(request, method: method, user: session.userID, room: path[1], home: home)
+                }
                 let home = home()
                 guard HTTPRoutes.visibleUser(session, in: home)?.room(named: path[1]) != nil else { return HTTPRoutes.notFound }
                 return roomResponse(user: session.userID, room: path[1], home: home)
@@ -195,11 +207,11 @@ extension HTTPRoutes {
         }
     }
 
-    private func roomResponse(user userID: String, room name: String, home: Home) -> HTTPResponse {
+    func roomResponse(user userID: String, room name: String, home: Home, status: Int = 200) -> HTTPResponse {
         guard let room = home.user(id: userID)?.room(named: name) else { return HTTPRoutes.notFound }
         let updated = home.updatedAt(RoomKey(user: userID, room: room.id)).map { JSONValue.string(Timestamp.iso8601($0)) }
         return HTTPRoutes.json(bytes: roomDocuments.document(room, user: userID, in: home,
-                                                             extra: [("UpdatedAt", updated ?? .null)]))
+                                                             extra: [("UpdatedAt", updated ?? .null)]), status: status)
     }
 
     /// Runs `body` with the token's session, or answers 401: for a missing, forged, expired or revoked token,

@@ -39,7 +39,7 @@ extension HTTPRoutes {
         return session.guest.map { $0.view(of: user) } ?? user
     }
 
-    /// 403 for a guest's token on a route that is the user's own: alarms, watchdogs, groups, guests,
+    /// 403 for a guest's token on a route that is the user's own: changing rooms, alarms, watchdogs, groups, guests,
     /// logging out everywhere.
     static func ownersOnly(_ session: SessionServices.Session) -> HTTPResponse? {
         session.guest == nil ? nil : error(403, "A guest's token cannot do this; only its rooms can be read"

@@ -103,6 +103,9 @@ public struct HTTPRoutes: Sendable {
     public var prepareUser: (@Sendable (_ userID: String) -> Void)?
     /// `http.metrics_token`: when set, `/metrics` wants `Authorization: Bearer <token>`.
     public var metricsToken: String?
+    /// Rooms made through the API (README, "Managing the home"); nil: `POST`, `PUT` and `DELETE`
+    /// on rooms answer 405.
+    public var rooms: (any RoomManagement)?
     /// Rooms' JSON, shared with the MQTT side so each change is serialised once.
     public var roomDocuments = RoomDocuments()
     /// Told of every failure of the bridge itself before the route answers 500 (which names no

@@ -50,13 +50,37 @@ public struct Home: Sendable {
         setUsers(users)
     }
 
-    /// Replaces the users (an admin added, changed or removed one through the API, README "Admins and
-    /// unbound devices"); the values of rooms that stay are kept.
+    /// Replaces the users and their rooms (README, "Managing the home": rooms changed through the
+    /// API, a request or a reload; users an admin added, changed or removed): values of rooms and
+    /// sensors that remain are kept, those of rooms that went are dropped, and every room that
+    /// changed gets a new revision, so its cached document is made again.
     public mutating func setUsers(_ users: [User]) {
+        let oldRooms = Dictionary(self.users.flatMap { user in user.rooms.map { (RoomKey(user: user.id, room: $0.id), $0) } },
+                                  uniquingKeysWith: { first, _ in first })
+        let previous = self
         self.users = users
         // The first of duplicates wins, as a linear search would (the config loader refuses them).
         indexByID = Dictionary(users.enumerated().map { ($1.id, $0) }, uniquingKeysWith: { first, _ in first })
         indexByUsername = Dictionary(users.enumerated().map { ($1.username, $0) }, uniquingKeysWith: { first, _ in first })
+        values = [:]
+        seen = [:]
+        updated = [:]
+        extraSensors = [:]
+        revisions = [:]
+        for user in users {
+            for room in user.rooms {
+                let key = RoomKey(user: user.id, room: room.id)
+                guard let before = oldRooms[key] else { continue }
+                let sensors = Set(room.sensors)
+                // Generic sensors an upstream reported stay; configured ones the room no longer has go.
+                let dropped = Set(before.sensors).subtracting(sensors)
+                values[key] = previous.values[key]?.filter { !dropped.contains($0.key) }
+                seen[key] = previous.seen[key]?.filter { !dropped.contains($0.key) }
+                updated[key] = previous.updated[key]
+                extraSensors[key] = previous.extraSensors[key]?.filter { !sensors.contains($0) && !dropped.contains($0) }
+                revisions[key] = (previous.revisions[key] ?? 0) + (before == room ? 0 : 1)
+            }
+        }
     }
 
     public func user(id: String) -> User? {

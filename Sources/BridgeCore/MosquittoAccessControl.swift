@@ -59,6 +59,9 @@ public struct MosquittoAccessControl: Sendable, Equatable {
     public var homiePrefix: String?
     /// The bridge's account first, then one per user in the config's order.
     public var accounts: [Account]
+    /// The ids of users with `admin: true`: they may also publish bridge requests and read the
+    /// answers (README, "Managing the home").
+    public var admins: Set<String>
 
     /// - Parameters:
     ///   - bridgeUsername: `mqtt.username`; `nil` gives `smarthome-bridge`.
@@ -70,6 +73,7 @@ public struct MosquittoAccessControl: Sendable, Equatable {
         self.homiePrefix = homiePrefix
         accounts = [Account(name: bridgeUsername ?? Self.defaultBridgeUsername, role: .bridge)]
             + users.map { Account(name: $0.username, role: .user(id: $0.id)) }
+        admins = Set(users.filter(\.isAdmin).map(\.id))
     }
 
     /// The accounts of a loaded configuration.
@@ -120,8 +124,9 @@ public struct MosquittoAccessControl: Sendable, Equatable {
     // MARK: The ACL
 
     /// What an account may do: a user reads everything under `<base>/<userID>/#` and writes only its
-    /// own light commands (its rooms', every light's, its groups': README, "Groups"); the bridge
-    /// reads and writes its base topic, the Home Assistant prefix and, with Homie, Homie's prefix.
+    /// own light commands (its rooms', every light's, its groups': README, "Groups"), an admin also
+    /// writes bridge requests and reads their answers; the bridge reads and writes its base topic,
+    /// the Home Assistant prefix and, with Homie, Homie's prefix.
     public func rules(for account: Account) -> [Rule] {
         switch account.role {
         case .bridge:
@@ -130,6 +135,7 @@ public struct MosquittoAccessControl: Sendable, Equatable {
         case .user(let id):
             [Rule(.read, "\(topics.base)/\(id)/#"), Rule(.write, topics.lightsSet(user: id, room: "+")),
              Rule(.write, topics.userLightsSet(user: id)), Rule(.write, topics.groupSet(user: id, group: "+"))]
+                + (admins.contains(id) ? [Rule(.write, topics.bridgeRequests), Rule(.read, topics.bridgeResponse("#"))] : [])
         }
     }
 
@@ -143,6 +149,7 @@ public struct MosquittoAccessControl: Sendable, Equatable {
             "# Do not edit: run the command again after changing users, mqtt.username, mqtt.base_topic",
             "# or homeassistant.prefix, then reload mosquitto (SIGHUP).",
             "# Each user may read \(topics.base)/<userID>/# and publish only its own light commands;",
+            "# admins (users[].admin) may also publish \(topics.bridgeRequests) and read \(topics.bridgeResponse("#"));",
             "# the bridge's account may read and write \(topics.base)/# and \(homeAssistantPrefix)/#"
                 + (homiePrefix.map { " (and \($0)/#, Homie's)." } ?? "."),
             "# Anything not listed is denied.",

@@ -28,4 +28,10 @@ public struct PublishTracker: Sendable {
     public mutating func markPublished(topic: String, payload: String, now: Double) {
         last[topic] = Last(payload: payload, time: now)
     }
+
+    /// Forgets a topic whose retained message was cleared (a room or sensor that went), so the
+    /// tracker holds only topics the home still has.
+    public mutating func forget(topic: String) {
+        last[topic] = nil
+    }
 }

@@ -40,3 +40,13 @@ public struct RemoteTimeout: Error, Sendable, CustomStringConvertible {
         self.description = description
     }
 }
+
+/// Rooms made while the bridge runs (README, "Managing the home"), as the routes and the MQTT
+/// requests see them: each change is checked, stored and applied at once, or refused whole.
+/// `fields` is the parsed JSON body.
+public protocol RoomManagement: Sendable {
+    func create(user: String, _ fields: [String: Any]) -> Result<Room, RoomChangeFailure>
+    func update(user: String, room: String, _ fields: [String: Any]) -> Result<Room, RoomChangeFailure>
+    func bind(user: String, room: String, sensor: Any) -> Result<Room, RoomChangeFailure>
+    func delete(user: String, room: String) -> Result<Void, RoomChangeFailure>
+}

@@ -49,6 +49,31 @@ public struct Simulator: Sendable {
         }
     }
 
+    /// Simulates `users`' rooms from now on (README, "Managing the home"): rooms that stay keep
+    /// their state and take the new sensor lists, new rooms start inside the ranges. Returns the
+    /// first value of every sensor that was not simulated before.
+    public mutating func reshape(users: [User]) -> [Reading] {
+        let previous = Dictionary(rooms.map { ($0.key, $0) }, uniquingKeysWith: { first, _ in first })
+        rooms = []
+        var first: [Reading] = []
+        for user in users {
+            for room in user.rooms {
+                let key = RoomKey(user: user.id, room: room.id)
+                var state = previous[key] ?? RoomState(
+                    key: key, sensors: [],
+                    temperature: Double.random(in: Simulator.temperatureRange, using: &generator),
+                    humidity: Double.random(in: Simulator.humidityRange, using: &generator))
+                let known = Set(state.sensors)
+                state.sensors = room.sensors
+                rooms.append(state)
+                first += room.sensors.filter { !known.contains($0) }.map { sensor in
+                    Reading(user: user.id, room: room.id, sensor: sensor, value: currentValue(sensor, of: state))
+                }
+            }
+        }
+        return first
+    }
+
     /// The first value of every sensor, lights off.
     public func initialReadings() -> [Reading] {
         rooms.flatMap { room in

@@ -168,6 +168,12 @@ public struct Topics: Sendable, Equatable {
     /// `<base>/bridge/info`: JSON describing this bridge, retained.
     public var bridgeInfo: String { "\(base)/bridge/info" }
 
+    /// Where requests to the bridge come (README, "Managing the home"): `<base>/bridge/request/<action>`.
+    public var bridgeRequestPrefix: String { "\(base)/bridge/request/" }
+    public var bridgeRequests: String { "\(base)/bridge/request/#" }
+    /// Where the answer to a request on `action` goes.
+    public func bridgeResponse(_ action: String) -> String { "\(base)/bridge/response/\(action)" }
+
     /// The subscription that receives light commands. It takes `/set` on any sensor, not just
     /// lights, so a command sent to a sensor that is not a light is rejected with an event instead
     /// of vanishing unseen.

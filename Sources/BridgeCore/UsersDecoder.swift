@@ -246,7 +246,7 @@ enum UsersDecoder {
 
     /// The room, or `nil` when it has a problem; its id whenever it could be read, so that duplicates
     /// are found beside other problems.
-    private static func decodeRoom(_ node: ConfigNode, path: String, issues: inout [ConfigIssue])
+    static func decodeRoom(_ node: ConfigNode, path: String, issues: inout [ConfigIssue])
         -> (room: Room?, id: String?)
     {
         var name: String?

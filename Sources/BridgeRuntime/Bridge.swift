@@ -22,27 +22,51 @@ public final class Bridge: Sendable {
     /// In start-up order; shut down in reverse.
     private let features: [any BridgeFeature]
     private let brokerAddress: String
+    private let reloader: ConfigReloader
 
     /// Sets the bridge up (opens the database) without connecting or listening yet.
     /// - Parameters:
     ///   - broker: where to connect; the embedded broker's address when `mqtt.url` is not set.
-    public init(configuration: BridgeConfiguration, broker: BrokerURL, logger: Logger) throws {
+    ///   - configFile: the config file's path, named when the API is asked to change one of its rooms.
+    ///   - environment: the `SMARTHOME_*` variables, applied again when the file is reloaded.
+    ///   - loaded: the configuration as the file and the environment gave it, before start-up filled
+    ///     in the broker's account and the client id: what a reload compares the file with.
+    public init(configuration fileConfiguration: BridgeConfiguration, broker: BrokerURL, logger: Logger,
+                configFile: String = ConfigFile.defaultPath, environment: [String: String] = [:],
+                loaded: BridgeConfiguration? = nil) throws {
         self.logger = logger
         brokerAddress = broker.description
         let startedAt = Date()
-        let mqtt = try MQTTClient(configuration: Bridge.mqttConfiguration(configuration, broker: broker, logger: logger))
+        let mqtt = try MQTTClient(configuration: Bridge.mqttConfiguration(fileConfiguration, broker: broker, logger: logger))
         self.mqtt = mqtt
-        let database = try Database.open(configuration)
+        let database = try Database.open(fileConfiguration)
         // Users an admin made through the API join the config's (README, "Admins and unbound devices");
         // a cluster has only the config's, which every instance reads alike.
-        let clustered = configuration.cluster.instances > 1
-        let apiUsers = clustered ? [] : try UserAdministration.load(database, configured: configuration.users, logger: logger)
-        let configuration = configuration.adding(users: apiUsers)
-        self.configuration = configuration
+        let clustered = fileConfiguration.cluster.instances > 1
+        let loadAPIUsers: @Sendable ([User]) throws -> [User] = { [logger] configured in
+            clustered ? [] : try UserAdministration.load(database, configured: configured, logger: logger)
+        }
+        let apiUsers = try loadAPIUsers(fileConfiguration.users)
+        var configuration = fileConfiguration.adding(users: apiUsers)
         for file in database.path.map(StorageFiles.readableByOthers(databasePath:)) ?? [] {
             logger.warning("storage readable by other users; it holds the token signing key: chmod go-rwx it",
                            ["file": file])
         }
+        // Rooms made through the API or MQTT requests join their users' (README, "Managing the home"):
+        // the file's users' and those made through the API.
+        let managedRooms = ManagedRoomStore(database: database)
+        let rules = RoomRules(configuration: fileConfiguration, configFile: configFile)
+        let merged: (users: [User], skipped: [(ManagedRoom, String)])
+        let keptRooms: [ManagedRoom]
+        do {
+            keptRooms = try managedRooms.all()
+            merged = rules.merge(configuration.users, rows: keptRooms)
+        } catch {
+            throw RuntimeError("cannot read the rooms made through the API: \(error.description)")
+        }
+        RoomManager.log(skipped: merged.skipped, logger)
+        configuration.users = merged.users
+        self.configuration = configuration
         let topics = Topics(base: configuration.mqtt.baseTopic)
         let outbound = Outbound(broker: mqtt, qos: configuration.mqtt.qos, logger: logger)
         let identity = HomeAssistantDiscovery(prefix: configuration.homeAssistant.prefix, topics: topics,
@@ -60,11 +84,8 @@ public final class Bridge: Sendable {
             ? RestSource(configuration: configuration.owned, controller: controller,
                          client: UpstreamClient(source: configuration.source), logger: logger)
             : SimulatedSource(configuration: configuration, controller: controller, broker: mqtt, logger: logger)
-        // An admin sees unbound devices (README, "Admins and unbound devices"): the device source listens then too.
-        let devices = configuration.owned.users.contains { $0.isAdmin || $0.rooms.contains { !$0.bindings.isEmpty } }
-            ? try DeviceSource(configuration: configuration.owned, controller: controller, bridgeBroker: mqtt,
-                               bridgeBrokerAddress: broker.description, logger: logger)
-            : nil
+        let devices = try DeviceSource(configuration: configuration.owned, controller: controller, bridgeBroker: mqtt,
+                                       bridgeBrokerAddress: broker.description, router: router, logger: logger)
         let sourceSwitch = source.lightSwitch
         let homie = configuration.homie.enabled
             ? HomieDevices(prefix: configuration.homie.prefix, topics: topics, version: Bridge.version,
@@ -72,10 +93,10 @@ public final class Bridge: Sendable {
             : nil
         let commands = CommandService(controller: controller, configuration: configuration, outbound: outbound,
                                       logger: logger,
-                                      lights: { target in devices?.bindsLight(target.key) == true ? devices : sourceSwitch },
+                                      lights: { target in devices.bindsLight(target.key) ? devices : sourceSwitch },
                                       switchTimeout: max(configuration.source.timeout,
                                                          configuration.devices.commandTimeout) + 5,
-                                      instanceOnline: { $0 == configuration.cluster.index || online.contains($0) },
+                                      instanceOnline: { [index = configuration.cluster.index] in $0 == index || online.contains($0) },
                                       homie: homie)
         history = HistoryStore(database: database)
         let recorder = HistoryRecorder(store: history, retentionDays: configuration.storage.retentionDays, logger: logger)
@@ -96,8 +117,6 @@ public final class Bridge: Sendable {
         if let homieFeature { bus.subscribe(homieFeature) }
         let sessions = try SessionService(configuration: configuration, database: database, events: events,
                                           logger: logger)
-        let users = clustered ? nil : UserAdministration(database: database, home: store, sessions: sessions,
-                                                         apiUsers: apiUsers, logger: logger)
         let alarmStore = AlarmStore(database: database)
         let schedule = AlarmSchedule(
             timeZone: configuration.scheduler.timezone.flatMap(TimeZone.init(identifier:)) ?? .current,
@@ -118,6 +137,18 @@ public final class Bridge: Sendable {
                                              instance: database.url.isPostgres ? configuration.cluster.index : 0)
         let scheduler = AlarmScheduler(store: alarmStore, schedule: schedule, controller: controller, commands: commands,
                                        replication: replication, leases: leases, logger: logger)
+        let layout = HomeLayout(store: store, source: source, devices: devices, publisher: publisher, discovery: discovery,
+                                announced: announced, membership: configuration.cluster.membership, logger: logger,
+                                changed: { homieFeature?.roomsChanged() })
+        let rooms = RoomManager(rules: rules, rows: keptRooms,
+                                store: managedRooms, home: store, layout: layout)
+        let users = clustered ? nil : UserAdministration(database: database, home: store, rooms: rooms,
+                                                         sessions: sessions, apiUsers: apiUsers, logger: logger)
+        reloader = ConfigReloader(configFile: configFile, environment: environment, started: loaded ?? fileConfiguration,
+                                  rooms: rooms, apiUsers: loadAPIUsers, logger: logger,
+                                  usersChanged: { sessions.usersChanged($0) })
+        let requests = BridgeRequests(topics: topics, rooms: rooms, store: store, outbound: outbound, broker: mqtt,
+                                      startedAt: startedAt, logger: logger, reload: { [reloader] in await reloader.reload() })
         var features: [any BridgeFeature] = [
             publisher, commands, groups, recorder, events, source,
             HomeAssistantFeature(identity: identity, discovery: discovery, announced: announced,
@@ -125,10 +156,12 @@ public final class Bridge: Sendable {
             scheduler,
             WatchdogMonitor(store: watchdogStore, rules: WatchdogRules(timeZone: schedule.calendar.timeZone),
                             observer: observer, controller: controller, logger: logger),
-            notifier,
+            notifier, reloader,
         ]
         if let leases { features.append(leases) }
-        if let devices { features.append(devices) }
+        // In a cluster one instance answers requests, so a request gets one answer (README, "Managing the home").
+        if !clustered || configuration.cluster.index == 0 { features.append(requests) }
+        features.append(devices)
         if let homieFeature { features.append(homieFeature) }
         var mirrors: MirrorSubscriptions?
         var clusterHistory: ClusterHistory?
@@ -153,7 +186,13 @@ public final class Bridge: Sendable {
             history: clusterHistory ?? DatabaseHistory(store: history), schedule: schedule,
             watchdogs: DatabaseWatchdogs(store: watchdogStore, replication: watchdogReplication), notifier: notifier,
             events: events, commands: commands, mirrors: mirrors, roomDocuments: publisher.roomDocuments,
-            devices: devices, users: users, alarmsInMemory: { scheduler.loadedCount }), logger: logger)
+            devices: devices, rooms: rooms, users: users, alarmsInMemory: { scheduler.loadedCount }),
+            logger: logger)
+    }
+
+    /// Reads the config file again and applies it (README, "Managing the home"); for SIGHUP.
+    public func requestReload() {
+        reloader.requestReload()
     }
 
     /// The port the HTTP server listens on (useful when `http.port` is 0).

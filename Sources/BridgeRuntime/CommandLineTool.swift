@@ -139,6 +139,7 @@ public enum CommandLineTool {
             _ = fail("not starting: \(configPath) has \(problems.issues.count) problem(s)\n\(lines)")
             return 1
         }
+        let loaded = configuration
         do {
             configuration = try ClientIdentity.applyingInstallDefault(to: configuration)
         } catch {
@@ -187,7 +188,8 @@ public enum CommandLineTool {
 
         let bridge: Bridge
         do {
-            bridge = try Bridge(configuration: configuration, broker: broker, logger: logger)
+            bridge = try Bridge(configuration: configuration, broker: broker, logger: logger, configFile: configPath,
+                                environment: environment, loaded: loaded)
         } catch {
             logger.error("cannot set up the bridge", ["error": "\(error)"])
             return 1
@@ -200,6 +202,11 @@ public enum CommandLineTool {
             task.cancel()
         }
         defer { signals.cancel() }
+        let reloads = SignalWatcher(signals: [SIGHUP]) { _ in
+            logger.info("received signal, reloading the config file", ["signal": "SIGHUP"])
+            bridge.requestReload()
+        }
+        defer { reloads.cancel() }
         do {
             try await task.value
             logger.info("stopped")

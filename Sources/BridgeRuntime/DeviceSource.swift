@@ -16,20 +16,8 @@ import Synchronization
 final class DeviceSource: BridgeFeature, LightSwitch {
     let name = "devices"
 
-    /// One bound sensor reading one topic.
-    struct Entry: Sendable {
-        var key: RoomKey
-        var sensor: SensorKind
-        var bound: BoundSensor
-        var extractor: ValueExtractor
-
-        var sensorKey: SensorKey { SensorKey(room: key, sensor: sensor.id) }
-    }
-
-    struct SensorKey: Hashable, Sendable {
-        var room: RoomKey
-        var sensor: String
-    }
+    typealias Entry = DeviceBindings.Entry
+    typealias SensorKey = DeviceBindings.SensorKey
 
     struct State {
         /// Availability topic → what the device last said (absent: nothing yet, taken as online).
@@ -41,14 +29,19 @@ final class DeviceSource: BridgeFeature, LightSwitch {
         var roomOnline: [RoomKey: Bool] = [:]
     }
 
-    let exactReads: [String: [Entry]]
-    let wildcardReads: [(filter: String, entries: [Entry])]
-    let availability: [String: (DeviceTopics.Availability, [RoomKey])]
-    private let lights: [RoomKey: (topics: DeviceTopics?, http: HTTPBinding?)]
-    private let httpSensors: [(entry: Entry, binding: HTTPBinding)]
-    private let expiring: [(key: SensorKey, seconds: Double)]
-    /// Each room with devices: its availability topics and sensors.
-    private let rooms: [RoomKey: (devices: [String], sensors: [SensorKey])]
+    /// The current bindings; replaced whole when rooms change (`rebind`).
+    let bindings: Mutex<DeviceBindings>
+    /// Who subscribes device topics on the bridge's own broker when the bindings change.
+    private let router: MessageRouter?
+    /// Tells the HTTP pollers that the bindings changed.
+    private let rebound = CoalescedSignal()
+    /// Tells the devices' own connection (`devices.mqtt.url`) that the bindings changed: it
+    /// connects once a sensor is bound.
+    private let boundNow = CoalescedSignal()
+    let zigbeeBase: String
+    /// With an admin configured: the presets' filters heard for unbound devices (DeviceSource+Unbound.swift).
+    let discovery: [String]
+    let unbound = Mutex(UnboundDevices())
 
     private let controller: HomeController
     private let logger: Logger
@@ -68,75 +61,20 @@ final class DeviceSource: BridgeFeature, LightSwitch {
     private let arrived = CoalescedSignal()
     private let started = Monotonic.now
     private let http: URLSession
-    /// With an admin configured: the presets' filters heard for unbound devices (DeviceSource+Unbound.swift).
-    let discovery: [String]
-    let zigbeeBase: String
-    let unbound = Mutex(UnboundDevices())
 
     /// - Parameters:
     ///   - configuration: the users this instance owns.
     ///   - bridgeBroker: the bridge's connection, used when `devices.mqtt.url` is not set.
     init(configuration: BridgeConfiguration, controller: HomeController, bridgeBroker: any BrokerLink,
-         bridgeBrokerAddress: String, logger: Logger) throws {
+         bridgeBrokerAddress: String, router: MessageRouter? = nil, logger: Logger) throws {
+        self.router = router
         self.controller = controller
         self.logger = logger
         commandTimeout = configuration.devices.commandTimeout
         defaultInterval = max(configuration.source.interval, 1)
         source = configuration.source
-        var exact: [String: [Entry]] = [:]
-        var wildcard: [String: [Entry]] = [:]
-        var availability: [String: (DeviceTopics.Availability, [RoomKey])] = [:]
-        var lights: [RoomKey: (topics: DeviceTopics?, http: HTTPBinding?)] = [:]
-        var httpSensors: [(entry: Entry, binding: HTTPBinding)] = []
-        var expiring: [(key: SensorKey, seconds: Double)] = []
-        var rooms: [RoomKey: (devices: [String], sensors: [SensorKey])] = [:]
-        for user in configuration.users {
-            for room in user.rooms where !room.bindings.isEmpty {
-                let key = RoomKey(user: user.id, room: room.id)
-                var devices: [String] = []
-                var sensors: [SensorKey] = []
-                for sensor in room.sensors {
-                    guard let bound = room.bindings[sensor] else { continue }
-                    let sensorKey = SensorKey(room: key, sensor: sensor.id)
-                    sensors.append(sensorKey)
-                    if let seconds = bound.expireAfter { expiring.append((sensorKey, seconds)) }
-                    if case .http(let binding) = bound.binding {
-                        // An HTTP device counts among the room's devices: online while its polls succeed.
-                        devices.append(Self.httpDevice(sensorKey))
-                        httpSensors.append((Entry(key: key, sensor: sensor, bound: bound,
-                                                  extractor: binding.value.map { .pointer($0) } ?? .whole), binding))
-                        if sensor == .lights { lights[key] = (nil, binding) }
-                        continue
-                    }
-                    guard let topics = bound.topics(for: sensor, zigbeeBase: configuration.devices.zigbeeBaseTopic)
-                    else { continue }
-                    for read in topics.reads {
-                        let entry = Entry(key: key, sensor: sensor, bound: bound, extractor: read.extractor)
-                        if read.filter.contains("+") || read.filter.contains("#") {
-                            wildcard[read.filter, default: []].append(entry)
-                        } else {
-                            exact[read.filter, default: []].append(entry)
-                        }
-                    }
-                    if let device = topics.availability {
-                        var known = availability[device.topic] ?? (device, [])
-                        if !known.1.contains(key) { known.1.append(key) }
-                        availability[device.topic] = known
-                        if !devices.contains(device.topic) { devices.append(device.topic) }
-                    }
-                    if sensor == .lights { lights[key] = (topics, nil) }
-                }
-                rooms[key] = (devices, sensors)
-            }
-        }
-        exactReads = exact
-        wildcardReads = wildcard.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
-        self.availability = availability
-        self.lights = lights
-        self.httpSensors = httpSensors
-        self.expiring = expiring
-        self.rooms = rooms
         zigbeeBase = configuration.devices.zigbeeBaseTopic
+        bindings = Mutex(DeviceBindings(users: configuration.users, zigbeeBase: configuration.devices.zigbeeBaseTopic))
         discovery = configuration.users.contains(where: \.isAdmin) ? UnboundDevices.filters(zigbeeBase: zigbeeBase) : []
         let session = URLSessionConfiguration.ephemeral
         session.requestCachePolicy = .reloadIgnoringLocalCacheData
@@ -165,19 +103,48 @@ final class DeviceSource: BridgeFeature, LightSwitch {
     }
 
     /// Whether any sensor of this instance is bound.
-    var isEmpty: Bool { rooms.isEmpty }
+    var isEmpty: Bool { bindings.withLock { $0.rooms.isEmpty } }
 
     /// Every topic and filter the devices publish on.
-    var deviceFilters: [String] {
-        Array(exactReads.keys).sorted() + wildcardReads.map(\.filter) + Array(availability.keys).sorted()
-    }
+    var deviceFilters: [String] { bindings.withLock { $0.filters } }
 
     var subscriptions: [MQTTSubscription] {
         ownBroker == nil ? subscribedFilters.map { MQTTSubscription(filter: $0, qos: 1) } : []
     }
 
     /// Whether the light of `key` is bound to a device (which then switches it).
-    func bindsLight(_ key: RoomKey) -> Bool { lights[key] != nil }
+    func bindsLight(_ key: RoomKey) -> Bool { bindings.withLock { $0.lights[key] != nil } }
+
+    /// The rooms changed while running (README, "Managing the home"): reads `users`' bound sensors
+    /// from now on, subscribing the topics that came and unsubscribing those that went; the unbound
+    /// devices' filters stay, and a bound topic they cover is not subscribed of its own.
+    func rebind(users: [User]) {
+        let new = DeviceBindings(users: users, zigbeeBase: zigbeeBase)
+        let old = bindings.withLock { bindings -> DeviceBindings in
+            defer { bindings = new }
+            return bindings
+        }
+        let (subscribe, unsubscribe) = Self.resubscription(from: old.filters, to: new.filters, discovery: discovery)
+        for filter in subscribe {
+            do {
+                if let ownBroker { try ownBroker.subscribe(filter, qos: 1) } else { try router?.subscribe(filter, qos: 1, for: self) }
+            } catch {
+                logger.error("cannot subscribe to a device topic", ["topic": filter, "error": error.description])
+            }
+        }
+        for filter in unsubscribe {
+            if let ownBroker { try? ownBroker.unsubscribe(filter) } else { router?.unsubscribe(filter, for: self) }
+        }
+        let gone = Set(old.rooms.keys).subtracting(new.rooms.keys)
+        state.withLock { state in
+            for key in gone { state.roomOnline[key] = nil }
+            state.stale = state.stale.filter { new.rooms[$0.room]?.sensors.contains($0) == true }
+        }
+        rebound.request()
+        boundNow.request()
+        logger.info("devices rebound", ["rooms": String(new.rooms.count), "topics": String(new.filters.count),
+                                        "subscribed": String(subscribe.count), "unsubscribed": String(unsubscribe.count)])
+    }
 
     // MARK: Messages
 
@@ -209,12 +176,11 @@ final class DeviceSource: BridgeFeature, LightSwitch {
     var droppedMessages: Int { inbox.dropped }
 
     private func apply(_ message: MQTTMessage) {
-        var entries = exactReads[message.topic] ?? []
-        for (filter, matching) in wildcardReads where MQTTTopicFilter.matches(filter, topic: message.topic) {
-            entries += matching
+        let (entries, device) = bindings.withLock { bindings in
+            (bindings.entries(for: message.topic, matches: MQTTTopicFilter.matches), bindings.availability[message.topic])
         }
         var readings: [Reading] = []
-        var claimed = availability[message.topic] != nil
+        var claimed = device != nil
         for entry in entries {
             switch DevicePayload.decode(message.payload, extractor: entry.extractor, sensor: entry.sensor,
                                         bound: entry.bound) {
@@ -231,7 +197,7 @@ final class DeviceSource: BridgeFeature, LightSwitch {
         }
         if !readings.isEmpty { apply(readings) }
         if !claimed { noteUnbound(message) }
-        if let (device, keys) = availability[message.topic] {
+        if let (device, keys) = device {
             guard let online = device.isOnline(message.payload) else {
                 logger.warning("ignored a device availability that says neither online nor offline",
                                ["topic": message.topic, "payload": String(message.text.prefix(40))])
@@ -290,7 +256,7 @@ final class DeviceSource: BridgeFeature, LightSwitch {
     /// Publishes the room's availability when it changed: online while every device is and no
     /// sensor is stale.
     private func updateRoom(_ key: RoomKey) {
-        guard let room = rooms[key] else { return }
+        guard let room = bindings.withLock({ $0.rooms[key] }) else { return }
         let changed = state.withLock { state -> Bool? in
             let online = room.devices.allSatisfy { state.deviceOnline[$0] ?? true }
                 && room.sensors.allSatisfy { !state.stale.contains($0) }
@@ -304,17 +270,32 @@ final class DeviceSource: BridgeFeature, LightSwitch {
     // MARK: Running
 
     func run() async {
-        guard !isEmpty || !discovery.isEmpty else { return }
-        logger.info("reading devices", ["rooms": String(rooms.count), "topics": String(deviceFilters.count),
-                                        "http": String(httpSensors.count), "broker": address])
+        let (rooms, http) = bindings.withLock { ($0.rooms.count, $0.httpSensors.count) }
+        if rooms > 0 || !discovery.isEmpty {
+            logger.info("reading devices", ["rooms": String(rooms), "topics": String(subscribedFilters.count),
+                                            "http": String(http), "broker": address])
+        }
         await withDiscardingTaskGroup { group in
             if let ownBroker {
                 group.addTask { await self.serve(ownBroker) }
             }
             group.addTask { await self.watchFreshness() }
             group.addTask { await self.drain() }
-            for (entry, binding) in httpSensors {
-                group.addTask { await self.poll(entry, binding) }
+            group.addTask { await self.pollHTTPDevices() }
+        }
+    }
+
+    /// Polls every HTTP-bound sensor; when the bindings change, the pollers start again on the new ones.
+    private func pollHTTPDevices() async {
+        while !Task.isCancelled {
+            let sensors = bindings.withLock { $0.httpSensors }
+            await withTaskGroup(of: Void.self) { group in
+                for (entry, binding) in sensors {
+                    group.addTask { await self.poll(entry, binding) }
+                }
+                group.addTask { for await _ in self.rebound.requests { return } }
+                _ = await group.next()
+                group.cancelAll()
             }
         }
     }
@@ -325,6 +306,11 @@ final class DeviceSource: BridgeFeature, LightSwitch {
 
     /// The devices' own broker: subscribed to every device topic, its messages handled here.
     private func serve(_ client: MQTTClient) async {
+        // Nothing to read yet (rooms may get devices while running): no connection yet either.
+        if isEmpty && discovery.isEmpty {
+            for await _ in boundNow.requests where !isEmpty { break }
+            if Task.isCancelled { return }
+        }
         for filter in subscribedFilters {
             do { try client.subscribe(filter, qos: 1) } catch {
                 logger.error("cannot subscribe to a device topic", ["topic": filter, "error": error.description])
@@ -348,10 +334,11 @@ final class DeviceSource: BridgeFeature, LightSwitch {
     /// Marks sensors stale when nothing came for their `expire_after` (counted from start for one
     /// never heard from), every second.
     private func watchFreshness() async {
-        guard !expiring.isEmpty else { return }
         while !Task.isCancelled {
             do { try await Task.sleep(for: .seconds(1)) } catch { return }
             let now = Monotonic.now
+            let expiring = bindings.withLock { $0.expiring }
+            if expiring.isEmpty { continue }
             let turnedStale = state.withLock { state -> [SensorKey] in
                 expiring.filter { key, seconds in
                     now - (state.lastSeen[key] ?? started) > seconds && state.stale.insert(key).inserted
@@ -395,13 +382,10 @@ final class DeviceSource: BridgeFeature, LightSwitch {
         }
     }
 
-    /// The availability key of an HTTP-bound sensor, beside the MQTT devices' availability topics.
-    private static func httpDevice(_ key: SensorKey) -> String { "http:\(key.room.user)/\(key.room.room)/\(key.sensor)" }
-
     /// An HTTP device went offline (repeated failed polls) or came back: the room's availability
     /// follows the same rule as for every other device of the room.
     private func setHTTPDevice(_ entry: Entry, online: Bool) {
-        state.withLock { $0.deviceOnline[Self.httpDevice(entry.sensorKey)] = online }
+        state.withLock { $0.deviceOnline[DeviceBindings.httpDevice(entry.sensorKey)] = online }
         updateRoom(entry.key)
     }
 
@@ -441,7 +425,7 @@ final class DeviceSource: BridgeFeature, LightSwitch {
     /// Sends the command to the light's device and waits for the device to report the new state
     /// (`devices.command_timeout`); an optimistic device is taken at its word.
     func switchLight(_ target: CommandTarget, on: Bool) async -> Result<SwitchOutcome, CommandRejection> {
-        guard let light = lights[target.key] else { return .success(.accepted) }
+        guard let light = bindings.withLock({ $0.lights[target.key] }) else { return .success(.accepted) }
         if let binding = light.http, let command = binding.command {
             return await switchOverHTTP(target, on: on, binding: binding, command: command)
         }
@@ -479,7 +463,7 @@ final class DeviceSource: BridgeFeature, LightSwitch {
         if case .failure(let failure) = await send(request) {
             return .failure(.upstream(status: 0, detail: failure.problem))
         }
-        guard let entry = httpSensors.first(where: { $0.entry.key == target.key && $0.entry.sensor == .lights })?.entry
+        guard let entry = bindings.withLock({ $0.httpSensors }).first(where: { $0.entry.key == target.key && $0.entry.sensor == .lights })?.entry
         else { return .success(.accepted) }
         let deadline = Monotonic.now + commandTimeout
         while Monotonic.now < deadline, !Task.isCancelled {

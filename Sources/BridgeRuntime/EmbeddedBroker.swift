@@ -19,8 +19,9 @@ public final class EmbeddedBroker: Sendable {
         public var homeAssistantPrefix: String
 
         /// The ACL: the bridge reads and writes its topics; the local account reads them, may switch
-        /// lights and use the Home Assistant prefix (as the stack's `homeassistant` account), but
-        /// cannot publish a reading or a room.
+        /// lights, send bridge requests (README, "Managing the home": whoever has its password can read
+        /// the config and the database too) and use the Home Assistant prefix (as the stack's
+        /// `homeassistant` account), but cannot publish a reading or a room.
         var aclText: String {
             """
             user \(Self.bridgeUsername)
@@ -30,6 +31,7 @@ public final class EmbeddedBroker: Sendable {
             user \(Self.localUsername)
             topic read \(baseTopic)/#
             topic write \(baseTopic)/+/+/lights/set
+            topic write \(baseTopic)/bridge/request/#
             topic readwrite \(homeAssistantPrefix)/#
 
             """

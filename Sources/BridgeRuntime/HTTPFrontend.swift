@@ -23,6 +23,7 @@ enum HTTPFrontend {
         var mirrors: MirrorSubscriptions?
         var roomDocuments: RoomDocuments
         var devices: DeviceSource?
+        var rooms: (any RoomManagement)?
         var users: UserAdministration?
         var alarmsInMemory: @Sendable () -> Int = { 0 }
     }
@@ -57,6 +58,7 @@ enum HTTPFrontend {
             routes.prepareUser = { user in mirrors.ensure(user: user) }
         }
         routes.roomDocuments = parts.roomDocuments
+        routes.rooms = parts.rooms
         routes.allowedHosts = HostAllowList(configured: configuration.http.allowedHosts, bind: configuration.http.bind)
         routes.trustedProxies = configuration.http.trustedProxySet
         routes.securityLog = SecurityLog.recorder(logger)

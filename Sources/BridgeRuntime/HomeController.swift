@@ -32,6 +32,10 @@ final class HomeController: Sendable {
             var changes: [StateChange] = []
             changes.reserveCapacity(readings.count)
             for reading in readings {
+                // A reading for a room that went while it was on its way (a poll, a queued device
+                // message) would publish a topic the change cleared.
+                guard state.home.user(id: reading.user)?.rooms.contains(where: { $0.id == reading.room }) == true
+                else { continue }
                 let key = RoomKey(user: reading.user, room: reading.room)
                 let first = reading.sensor == .gas && state.home.value(of: .gas, in: key) == nil
                 let changed = state.home.record(reading, at: time)

@@ -51,6 +51,12 @@ final class HomieFeature: BridgeFeature, StateSubscriber {
         republishing.request()
     }
 
+    /// Rooms changed while running (README, "Managing the home"): every device's description is
+    /// sent again (`init`, the description, the values, `ready`), as Homie wants for a changed one.
+    func roomsChanged() {
+        republishing.request()
+    }
+
     func run() async {
         do {
             try presence.start()

@@ -29,7 +29,8 @@ public final class SessionService: Sendable {
     private let closeStreams: @Sendable (_ sessionID: String) -> Void
     private let closeUserStreams: @Sendable (_ userID: String) -> Void
     /// The configured users by id: what a token's binding is checked against.
-    /// Changes when an admin adds, changes or removes a user through the API (`setAccount`).
+    /// Changes when an admin adds, changes or removes a user through the API (`setAccount`), and
+    /// with a reload (`usersChanged`).
     let accounts: Mutex<[String: User]>
     /// Each user's current binding (`SessionClaims.binding`), made on first use.
     private let bindings = Mutex<[String: [UInt8]]>([:])
@@ -177,9 +178,27 @@ public final class SessionService: Sendable {
     /// A user added, changed (`nil` hash: unchanged) or removed (`user` nil) through the API: tokens
     /// are checked against the account as it is now, so a changed password ends the old tokens.
     func setAccount(id: String, to user: User?) {
-        bindings.withLock { cache in
-            accounts.withLock { $0[id] = user }
+        changeAccounts { accounts, cache in
+            accounts[id] = user
             cache[id] = nil
+        }
+    }
+
+    /// The users changed (a reload, README "Managing the home"): tokens are checked against them
+    /// from now on, so a changed password or username ends the user's tokens, and a new user's work.
+    func usersChanged(_ users: [User]) {
+        let new = Dictionary(users.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        changeAccounts { accounts, cache in
+            accounts = new
+            cache.removeAll()
+        }
+    }
+
+    /// Changes the accounts and the bindings made from them under both locks, so no binding of an
+    /// old account outlives the change.
+    private func changeAccounts(_ change: (inout [String: User], inout [String: [UInt8]]) -> Void) {
+        bindings.withLock { cache in
+            accounts.withLock { change(&$0, &cache) }
         }
     }
 

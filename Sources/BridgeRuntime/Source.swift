@@ -1,4 +1,5 @@
 import BridgeCore
+import Synchronization
 
 /// Where readings come from (`source.kind`; README, "Configuration"): the simulator, a REST upstream,
 /// and whatever else reads a real home. A source is a feature: it produces readings in its
@@ -10,6 +11,14 @@ protocol Source: BridgeFeature {
     /// Where light commands go before the state changes, when this source takes them; nil when
     /// the bridge keeps each light's state itself.
     var lightSwitch: (any LightSwitch)? { get }
+    /// The rooms changed while running (README, "Managing the home"): from now on the source reads
+    /// `users`' rooms (the users this instance owns, sensors bound to devices left out). Returns
+    /// the first values of sensors it did not read before, for the home to start with.
+    func roomsChanged(_ users: [User]) -> [Reading]
+}
+
+extension Source {
+    func roomsChanged(_ users: [User]) -> [Reading] { [] }
 }
 
 /// `source.kind: simulated`: steps the simulator every `source.interval` (as fast as it can at 0)
@@ -19,6 +28,8 @@ final class SimulatedSource: Source {
     let lightSwitch: (any LightSwitch)? = nil
 
     private let start: Simulator
+    /// The running simulator, reshaped when rooms change.
+    private let simulator: Mutex<Simulator>
     private let interval: Double
     private let controller: HomeController
     private let broker: any BrokerLink
@@ -31,12 +42,9 @@ final class SimulatedSource: Source {
             seed = UInt64.random(in: 0...UInt64.max)
             logger.info("simulating with a random seed; set source.seed to repeat this run", ["seed": String(seed)])
         }
-        // Sensors bound to a device are the device's: only the others are simulated.
-        start = Simulator(users: configuration.owned.users.map { user in
-            var unbound = user
-            unbound.rooms = user.rooms.map { Room(id: $0.id, name: $0.name, sensors: $0.unboundSensors) }
-            return unbound
-        }, seed: seed)
+        let start = Simulator(users: Self.unbound(configuration.owned.users), seed: seed)
+        self.start = start
+        simulator = Mutex(start)
         interval = configuration.source.interval
         self.controller = controller
         self.broker = broker
@@ -46,8 +54,20 @@ final class SimulatedSource: Source {
         start.initialReadings()
     }
 
+    /// Sensors bound to a device are the device's: only the others are simulated.
+    private static func unbound(_ users: [User]) -> [User] {
+        users.map { user in
+            var unbound = user
+            unbound.rooms = user.rooms.map { Room(id: $0.id, name: $0.name, sensors: $0.unboundSensors) }
+            return unbound
+        }
+    }
+
+    func roomsChanged(_ users: [User]) -> [Reading] {
+        simulator.withLock { $0.reshape(users: Self.unbound(users)) }
+    }
+
     func run() async {
-        var simulator = start
         while !Task.isCancelled {
             if interval > 0 {
                 do { try await Task.sleep(for: .milliseconds(Int(interval * 1000))) } catch { break }
@@ -56,7 +76,7 @@ final class SimulatedSource: Source {
             }
             // A step waits for the broker rather than queue without end (interval 0, a large home).
             await broker.waitForBacklog(below: StatePublisher.backlogLimit)
-            controller.record(simulator.step())
+            controller.record(simulator.withLock { $0.step() })
         }
     }
 }

@@ -161,14 +161,15 @@ final class StatePublisher: BridgeFeature {
     /// State, info and every current value, room by room, waiting for the broker between rooms,
     /// so a large home never has all its Home Assistant configs and values built and queued at once.
     func publishEverything() async {
+        let users = store.home.users
         let info = BridgeInfo(version: Bridge.version, sourceKind: configuration.source.kind.rawValue,
-                              users: configuration.users, startedAt: startedAt)
+                              users: users, startedAt: startedAt)
         if membership.isClustered { outbound.send(topics.instanceState(membership.index), "online") }
         outbound.send(topics.bridgeState, "online")
         outbound.send(topics.bridgeInfo, info.json.serialized)
         if let discovery { outbound.send(discovery.bridgeConfig.topic, discovery.bridgeConfig.payload.serialized) }
         var published = discovery == nil ? 2 : 3
-        for user in configuration.users where membership.owns(user.id) {
+        for user in users where membership.owns(user.id) {
             for config in discovery?.userConfigs(user: user) ?? [] {
                 outbound.send(config.topic, config.payload.serialized)
                 published += 1
@@ -210,11 +211,57 @@ final class StatePublisher: BridgeFeature {
         return messages.count
     }
 
+    // MARK: Rooms that changed while running
+
+    /// Announces what changed in the rooms (README, "Managing the home"): the retained topics and
+    /// Home Assistant configs of rooms and sensors that went are cleared (an empty retained
+    /// message), rooms that came or changed are published whole, as after a connect, and
+    /// `bridge/info` is sent again. `old` is the home before the change; the store has the new one.
+    /// Returns the number of messages sent.
+    @discardableResult
+    func announce(_ diff: LayoutDiff, old: Home) -> Int {
+        let new = store.home
+        var count = 0
+        var cleared: [String] = []
+        for (user, room) in diff.removed where membership.owns(user.id) {
+            cleared += retainedTopics(user: user, room: room, in: old)
+        }
+        for change in diff.changed where membership.owns(change.user.id) {
+            let kept = Set(retainedTopics(user: change.user, room: change.new, in: new))
+            cleared += retainedTopics(user: change.user, room: change.old, in: old).filter { !kept.contains($0) }
+        }
+        tracker.withLock { tracker in
+            for topic in cleared {
+                tracker.forget(topic: topic)
+                outbound.send(topic, "")
+            }
+        }
+        count += cleared.count
+        for (user, room) in diff.added where membership.owns(user.id) {
+            count += publishRetained(user: user, room: room)
+        }
+        for change in diff.changed where membership.owns(change.user.id) {
+            count += publishRetained(user: change.user, room: change.new)
+        }
+        let info = BridgeInfo(version: Bridge.version, sourceKind: configuration.source.kind.rawValue,
+                              users: new.users, startedAt: startedAt)
+        outbound.send(topics.bridgeInfo, info.json.serialized)
+        return count + 1
+    }
+
+    /// Every retained topic the bridge publishes for a room: its Home Assistant configs, each
+    /// sensor's value, the room's JSON and its availability.
+    private func retainedTopics(user: User, room: Room, in home: Home) -> [String] {
+        (discovery?.configs(user: user, room: room, home: home).map(\.topic) ?? [])
+            + home.sensors(of: room, user: user.id).map { topics.sensor(user: user.id, room: room.id, sensor: $0) }
+            + [topics.room(user: user.id, room: room.id), topics.availability(user: user.id, room: room.id)]
+    }
+
     /// Cluster: another instance went offline without saying so for its rooms (it was killed or
     /// lost its connection), so its rooms are announced unavailable on its behalf.
     func announceRoomsOffline(ofInstance instance: Int) -> Int {
         var count = 0
-        for user in configuration.users where membership.owner(of: user.id) == instance {
+        for user in store.home.users where membership.owner(of: user.id) == instance {
             for room in user.rooms {
                 outbound.send(topics.availability(user: user.id, room: room.id), "offline")
                 count += 1

@@ -6,10 +6,12 @@ import Synchronization
 
 /// Users an admin makes through the API (README, "Admins and unbound devices"): kept in the
 /// database with an argon2id hash, added to the home at start and at once when made, so they can
-/// log in; no rooms of their own yet. The config's users are never changed here.
+/// log in; their rooms are made through the API too (`RoomManager`, which applies every change of
+/// users to the home). The config's users are never changed here.
 final class UserAdministration: Sendable {
     private let store: UserStore
     private let home: HomeStore
+    private let rooms: RoomManager
     private let sessions: SessionService
     private let logger: Logger
     /// The ids the API made, under one lock with every change, so two requests can't both take a name.
@@ -28,9 +30,11 @@ final class UserAdministration: Sendable {
         }
     }
 
-    init(database: Database, home: HomeStore, sessions: SessionService, apiUsers: [User], logger: Logger) {
+    init(database: Database, home: HomeStore, rooms: RoomManager, sessions: SessionService, apiUsers: [User],
+         logger: Logger) {
         store = UserStore(database: database)
         self.home = home
+        self.rooms = rooms
         self.sessions = sessions
         self.logger = logger
         managed = Mutex(Set(apiUsers.map(\.id)))
@@ -61,7 +65,8 @@ final class UserAdministration: Sendable {
             }
             try store.add(user, createdAt: Int64(Date().timeIntervalSince1970))
             ids.insert(user.id)
-            home.withLock { $0.home.setUsers($0.home.users + [user]) }
+            // A reload that read the database just now may have added it already.
+            try rooms.changeUsers { $0.filter { $0.id != user.id } + [user] }
             return .done(user)
         }
         if case .done = outcome {
@@ -75,10 +80,14 @@ final class UserAdministration: Sendable {
         let hash = try draft.password.map { password throws(PasswordHasher.Failure) in try PasswordHasher.hash(password: password) }
         let outcome = try managed.withLock { (ids: inout Set<String>) throws(StorageError) -> UserServices.Outcome in
             guard ids.contains(id), var user = home.home.user(id: id) else { return .notFound }
-            if let hash { user.passwordHash = hash }
-            if let admin = draft.isAdmin { user.isAdmin = admin }
+            let change = { (user: inout User) in
+                if let hash { user.passwordHash = hash }
+                if let admin = draft.isAdmin { user.isAdmin = admin }
+            }
+            change(&user)
             guard try store.update(user) else { return .notFound }
-            home.withLock { $0.home.setUsers($0.home.users.map { $0.id == id ? user : $0 }) }
+            // Changed as the home has it when applied, so a room change in between stays.
+            try rooms.changeUsers { $0.map { var current = $0; if current.id == id { change(&current) }; return current } }
             return .done(user)
         }
         if case .done(let user) = outcome {
@@ -95,7 +104,7 @@ final class UserAdministration: Sendable {
             guard ids.contains(id), let user = home.home.user(id: id) else { return .notFound }
             _ = try store.delete(id: id)
             ids.remove(id)
-            home.withLock { $0.home.setUsers($0.home.users.filter { $0.id != id }) }
+            try rooms.changeUsers(removed: id) { $0.filter { $0.id != id } }
             return .done(user)
         }
         if case .done = outcome {

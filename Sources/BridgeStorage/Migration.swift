@@ -152,6 +152,20 @@ public struct Migration: Sendable {
             )
             """,
         ]),
+        // Rooms made through the API or MQTT requests, loaded beside the config file's (README,
+        // "Managing the home"); `position` keeps them in the order they were made.
+        Migration(version: 9, statements: [
+            """
+            CREATE TABLE managed_rooms (
+                user_id TEXT NOT NULL,
+                room_id TEXT NOT NULL,
+                name TEXT NOT NULL,
+                sensors TEXT NOT NULL,
+                position INTEGER NOT NULL,
+                PRIMARY KEY (user_id, room_id)
+            )
+            """,
+        ]),
         // When the scheduler next has to look at an alarm (NULL: not worked out yet), so it reads
         // only the alarms due soon (README "Alarms", "Limits and pages").
         Migration(version: 10, statements: [

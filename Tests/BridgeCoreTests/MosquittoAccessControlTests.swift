@@ -49,6 +49,19 @@ import Testing
         ])
     }
 
+    @Test func adminsAlsoPublishBridgeRequestsAndReadTheAnswers() {
+        var users = Fixtures.users
+        users[1].isAdmin = true
+        let admins = MosquittoAccessControl(baseTopic: "smarthome", homeAssistantPrefix: "homeassistant",
+                                            bridgeUsername: nil, users: users)
+        #expect(admins.rules(for: admins.accounts[1]) == control.rules(for: control.accounts[1]), "not an admin")
+        #expect(admins.rules(for: admins.accounts[2]) == [
+            .init(.read, "smarthome/2/#"), .init(.write, "smarthome/2/+/lights/set"),
+            .init(.write, "smarthome/2/lights/set"), .init(.write, "smarthome/2/groups/+/set"),
+            .init(.write, "smarthome/bridge/request/#"), .init(.read, "smarthome/bridge/response/#"),
+        ])
+    }
+
     @Test func theACLTextIsMosquittosSyntaxWithAGeneratedHeader() {
         let text = control.aclText(generatedBy: "smarthome-bridge mosquitto-acl --config config/bridge.yaml")
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)

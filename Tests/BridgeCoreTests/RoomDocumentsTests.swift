@@ -27,4 +27,26 @@ import Testing
         #expect(RoomDocuments().document(kitchen, user: "1", in: home, extra: extra)
             == SeedShapes.room(kitchen, user: "1", in: home, extra: extra).bytes)
     }
+
+    /// A room deleted and made again with its id starts again at revision 0: its old document is
+    /// not served for it.
+    @Test func aRoomMadeAgainWithItsIdGetsItsOwnDocument() throws {
+        var home = Home(users: Fixtures.users)
+        let documents = RoomDocuments()
+        let kitchen = try #require(home.user(id: "1")?.room(named: "Kitchen"))
+        let before = documents.document(kitchen, user: "1", in: home)
+        #expect(home.revision(of: RoomKey(user: "1", room: "kitchen")) == 0)
+        var users = home.users
+        users[0].rooms.removeAll { $0.id == "kitchen" }
+        home.setUsers(users)
+        let again = Room(id: "kitchen", name: "Kitchen", sensors: [.humidity])
+        users[0].rooms.append(again)
+        home.setUsers(users)
+        #expect(home.revision(of: RoomKey(user: "1", room: "kitchen")) == 0)
+        let after = documents.document(again, user: "1", in: home)
+        #expect(after != before)
+        #expect(after == SeedShapes.room(again, user: "1", in: home).bytes)
+        documents.forget([RoomKey(user: "1", room: "kitchen")])
+        #expect(documents.document(again, user: "1", in: home) == after)
+    }
 }

@@ -40,4 +40,27 @@ import Testing
         #expect(bridge.broker.take().filter { $0.topic.hasPrefix("homie/") }.map(\.topic)
             == ["homie/5/smarthome-1/kitchen/co2-level"])
     }
+
+    /// Rooms changed while running (README, "Managing the home"): each device is described again,
+    /// with the new room, inside `init` … `ready`.
+    @Test func changedRoomsAreDescribedAgain() async throws {
+        let bridge = RuntimeFixture()
+        let homie = try feature(bridge)
+        let running = Task { await homie.run() }
+        defer { running.cancel() }
+        var users = bridge.store.home.users
+        users[0].rooms.append(Room(id: "office", name: "Office", sensors: [.temperature]))
+        bridge.store.withLock { $0.home.setUsers(users) }
+        _ = bridge.broker.take()
+        homie.roomsChanged()
+        var sent: [MemoryBroker.Published] = []
+        for _ in 0..<200 where !sent.contains(where: { $0.topic == "homie/5/smarthome-2/$state" && $0.payload == "ready" }) {
+            try await Task.sleep(for: .milliseconds(10))
+            sent += bridge.broker.take().filter { $0.topic.hasPrefix("homie/5/smarthome-") }
+        }
+        let first = sent.filter { $0.topic.hasPrefix("homie/5/smarthome-1/") }
+        #expect(first.first?.payload == "init")
+        #expect(first.first { $0.topic == "homie/5/smarthome-1/$description" }?.payload.contains(#""office""#) == true)
+        #expect(first.last { $0.topic == "homie/5/smarthome-1/$state" }?.payload == "ready")
+    }
 }

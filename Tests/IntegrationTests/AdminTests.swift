@@ -231,4 +231,34 @@ struct AdminTests {
         try device.publish("zigbee2mqtt/bed_climate", #"{"temperature":19.0}"#)
         _ = try await device.waitFor("smarthome/3/bedroom/temperature", payload: "19.0")
     }
+
+    /// Rooms changed while running (README, "Managing the home") never take the presets' filters
+    /// away: after the only room binding an rtl_433 sensor is deleted, rtl_433 devices are still heard.
+    @Test func aRoomThatGoesLeavesTheUnboundDevicesHeard() async throws {
+        let broker = try await TestBroker()
+        let admin = """
+              - id: "3"
+                username: Devon
+                password_hash: "\(DeviceBindingTests.hash)"
+                admin: true
+                rooms: [Hall]
+
+            """
+        let bridge = try await BridgeProcess(broker: broker, settings: DeviceBindingTests.settings(), extraUsers: admin)
+        let port = bridge.httpPort
+        let token = try await APITests.token(port, "Devon", "12345")
+        let device = try await TestSubscriber(broker: broker, subscribe: ["smarthome/3/#"], name: "device")
+        let made = try await HTTP.send(port, "/api/v1/rooms", method: "POST", body: APITests.json(
+            #"{"name":"Shed","sensors":[{"name":"Temperature","rtl_433":{"model":"Bresser-6in1","id":7}}]}"#), token: token)
+        #expect(made.status == 201, "\(made.text)")
+        try device.publish("rtl_433/testhost/events", #"{"model":"Bresser-6in1","id":7,"temperature_C":12.5}"#)
+        _ = try await device.waitFor("smarthome/3/shed/temperature", payload: "12.5")
+        #expect(try await Self.unbound(port, token).isEmpty, "the bound sensor's events are claimed")
+
+        #expect(try await GuestTests.status(port, "DELETE", "/api/v1/rooms/shed", token) == 204)
+        try device.publish("rtl_433/testhost/events", #"{"model":"Bresser-6in1","id":8,"temperature_C":13.5}"#)
+        let devices = try await Self.unbound(port, token, timeout: 5) { !$0.isEmpty }
+        #expect(devices.map { $0["topic"] as? String } == ["rtl_433/testhost/events"], "\(devices)")
+        #expect(bridge.log.contains("devices rebound") && !bridge.log.contains("unsubscribed=1"), "\(bridge.log)")
+    }
 }

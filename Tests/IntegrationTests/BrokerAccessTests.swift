@@ -204,8 +204,10 @@ final class AccessFiles: Sendable {
         try? FileManager.default.removeItem(at: directory)
     }
 
-    /// Runs the real binary on `config/bridge.yaml` and checks what it wrote.
-    static func make() throws -> AccessFiles {
+    /// Runs the real binary on `config` (the demo's `config/bridge.yaml`) and checks what it wrote.
+    static func make(config: String = TestFiles.repositoryRoot.appendingPathComponent("config/bridge.yaml").path) throws
+        -> AccessFiles
+    {
         let directory = try TestFiles.makeDirectory("acl")
         var keep = false
         defer { if !keep { try? FileManager.default.removeItem(at: directory) } }
@@ -220,8 +222,7 @@ final class AccessFiles: Sendable {
         let passwordFile = directory.appendingPathComponent("passwd").path
         let aclFile = directory.appendingPathComponent("acl").path
         let output = try CheckConfigTests.run([
-            "mosquitto-acl", "--config", TestFiles.repositoryRoot.appendingPathComponent("config/bridge.yaml").path,
-            "--password-file", passwordFile, "--acl-file", aclFile, "--passwords", passwords,
+            "mosquitto-acl", "--config", config, "--password-file", passwordFile, "--acl-file", aclFile, "--passwords", passwords,
         ])
         guard output.status == 0 else { throw TestFailure("mosquitto-acl failed (\(output.status)):\n\(output.text)") }
 

@@ -78,6 +78,9 @@ struct GuestTests {
             ("GET", "/api/v1/watchdogs", nil),
             ("POST", "/api/v1/groups/downstairs/lights", #"{"state":"ON"}"#),
             ("POST", "/api/v1/logout/all", nil),
+            ("POST", "/api/v1/rooms", #"{"name":"Den"}"#),
+            ("PUT", "/api/v1/rooms/kitchen", #"{"name":"Cookery"}"#),
+            ("DELETE", "/api/v1/rooms/kitchen", nil),
         ]
         for (method, path, body) in refused {
             let status = try await Self.status(port, method, path, token, body: body)

@@ -13,7 +13,7 @@ ROOT="$(cd "$HERE/../.." && pwd)"
 cd "$ROOT"
 export HA_VENV="${HA_VENV:-$ROOT/.build/ha-venv}"
 export BRIDGE="${BRIDGE:-$ROOT/.build/debug/smarthome-bridge}"
-TESTS=13   # counted as failed when the run cannot start
+TESTS=14   # counted as failed when the run cannot start
 
 fail() {
     echo "run.sh: $*" >&2

@@ -1029,6 +1029,54 @@ def test_room_removed(w: World) -> None:
     assert len(by_unique) == 70, f"{len(by_unique)} MQTT entities in HA's registry, want 60 + 9 home entities + connectivity"
 
 
+def test_reload(w: World) -> None:
+    """README "Managing the home": SIGHUP with the removed room back in the file brings its entities
+    back on the same MQTT connection (no new connection at the broker, no bridge/state sent, no
+    entity unavailable on the way); SIGHUP without it removes them again."""
+    user_id, room = REMOVED_ROOM
+    running = w.bridge.process.popen.args[-1]  # the file the bridge runs on (test_room_removed's)
+    back = [Entity(next(u for u in w.users if u["id"] == user_id), room, sensor)
+            for sensor in ("temperature", "humidity", "lights", "movement")]
+    kept = list(w.entities)
+    kept_ids, problems = w.resolve(kept)
+    assert not problems, problems
+    connections = lambda: open(w.broker.log_path, errors="replace").read().count("New client connected")
+    before = connections()
+    t0 = time.time()
+    shutil.copyfile(w.bridge.config, running)
+    w.bridge.process.popen.send_signal(signal.SIGHUP)
+    wait_for("the bridge's reload", lambda: [] if "config reloaded added=1" in open(w.bridge.log).read()
+             else ["no 'config reloaded added=1' in the bridge's log"], 20, 0.2)
+    unavailable = []
+
+    def all_back():
+        states = w.ha.states()
+        unavailable.extend(eid for eid in kept_ids.values() if states.get(eid, {}).get("state") == "unavailable")
+        return w.check_all(kept + back)
+
+    wait_for(f"user {user_id}'s {room} back in HA", all_back, ENTITY_TIMEOUT, 1.0)
+    w.entities = kept + back
+    assert not unavailable, f"entities unavailable during the reload: {sorted(set(unavailable))[:10]}"
+    assert not w.watch.since(t0, f"{BASE}/bridge/state"), "bridge/state sent again: the bridge reconnected"
+    assert connections() == before, "a new MQTT connection during the reload"
+
+    by_unique, _ = w.ha.registry()
+    ids, problems = w.resolve(back)
+    assert not problems, problems
+    config_without_room(w.bridge.config, running, user_id, room)
+    w.bridge.process.popen.send_signal(signal.SIGHUP)
+
+    def gone():
+        states = w.ha.states()
+        return [f"{e}: {ids[e.config_topic]} still in /api/states" for e in back if ids[e.config_topic] in states] + [
+            f"{e}: config not cleared" for e in back if w.watch.value(e.config_topic)]
+
+    wait_for(f"user {user_id}'s {room} gone again", gone, 30, 0.5)
+    w.entities = kept
+    w.wait_all_ok("the other entities still there and available")
+    assert connections() == before, "a new MQTT connection during the second reload"
+
+
 def test_ha_log_clean(w: World) -> None:
     """HA logged no error at all, and no warning about MQTT or discovery (where it says which key
     of a discovery payload it rejects), over all its starts."""
@@ -1044,7 +1092,7 @@ def test_ha_log_clean(w: World) -> None:
 
 
 TESTS = [test_entities, test_entity_ids_kept_from_object_id, test_room_availability, test_reading_changes, test_light_turn_off, test_group_light, test_event_entities, test_birth_message, test_ha_restart,
-         test_bridge_stopped, test_bridge_killed, test_room_removed, test_ha_log_clean]
+         test_bridge_stopped, test_bridge_killed, test_room_removed, test_reload, test_ha_log_clean]
 
 
 def main() -> int:
