@@ -50,19 +50,26 @@ public final class Bridge: Sendable {
         let discovery = configuration.homeAssistant.discovery ? identity : nil
         let store = HomeStore(home: Home(users: configuration.users))
         let online = OnlineInstances()
+        // On PostgreSQL, what a user's owner does follows the lease (docs/scaling.md, "Leases"), so
+        // the sources read every user and the controller keeps the owned users' readings.
+        let byLease = clustered && database.url.isPostgres
+        let ownership = Ownership(membership: configuration.cluster.membership,
+                                  leases: byLease ? LeaseStore(database: database) : nil)
+        let sourced = byLease ? configuration : configuration.owned
         let publisher = StatePublisher(configuration: configuration, store: store, broker: mqtt, logger: logger,
-                                       discovery: discovery, startedAt: startedAt, othersOnline: { !online.isEmpty })
+                                       discovery: discovery, startedAt: startedAt, othersOnline: { !online.isEmpty },
+                                       ownership: ownership)
         let bus = StateBus(publisher: publisher)
-        controller = HomeController(store: store, bus: bus, membership: configuration.cluster.membership)
+        controller = HomeController(store: store, bus: bus, ownership: ownership)
         publisher.refreshSource.withLock { [controller] in $0 = { controller.offerForRefresh() } }
         router = MessageRouter(broker: mqtt, logger: logger)
         source = configuration.source.kind == .rest
-            ? RestSource(configuration: configuration.owned, controller: controller,
+            ? RestSource(configuration: sourced, controller: controller,
                          client: UpstreamClient(source: configuration.source), logger: logger)
-            : SimulatedSource(configuration: configuration, controller: controller, broker: mqtt, logger: logger)
+            : SimulatedSource(configuration: sourced, controller: controller, broker: mqtt, logger: logger)
         // An admin sees unbound devices (README, "Admins and unbound devices"): the device source listens then too.
-        let devices = configuration.owned.users.contains { $0.isAdmin || $0.rooms.contains { !$0.bindings.isEmpty } }
-            ? try DeviceSource(configuration: configuration.owned, controller: controller, bridgeBroker: mqtt,
+        let devices = sourced.users.contains { $0.isAdmin || $0.rooms.contains { !$0.bindings.isEmpty } }
+            ? try DeviceSource(configuration: sourced, controller: controller, bridgeBroker: mqtt,
                                bridgeBrokerAddress: broker.description, logger: logger)
             : nil
         let sourceSwitch = source.lightSwitch
@@ -82,7 +89,7 @@ public final class Bridge: Sendable {
         let events = EventHub(limits: .init(perSession: configuration.http.maxStreamsPerToken,
                                             perUser: configuration.http.maxStreamsPerUser))
         let groups = GroupStatePublisher(store: store, outbound: outbound, topics: topics,
-                                         membership: configuration.cluster.membership)
+                                         ownership: ownership)
         let observer = SensorObserver()
         // Only this instance's users: another instance notifies for its own.
         let notifier = Notifier(users: configuration.owned.users, settings: configuration.notify, logger: logger)
@@ -112,8 +119,14 @@ public final class Bridge: Sendable {
         let watchdogReplication = replicates
             ? WatchdogReplication(records: ReplicatedWatchdogs(store: watchdogStore, topics: topics), home: store,
                                   outbound: outbound, logger: logger) : nil
-        let leases = clustered && database.url.isPostgres
-            ? LeaseKeeper(store: LeaseStore(database: database), configuration: configuration, logger: logger) : nil
+        let leases = byLease
+            ? LeaseKeeper(store: LeaseStore(database: database), configuration: configuration, ownership: ownership,
+                          logger: logger) : nil
+        // Users taken over get their retained state, Home Assistant configs and availability at once.
+        ownership.onChange { change in
+            guard !change.taken.isEmpty else { return }
+            Task { _ = await publisher.publishRetained(users: { change.taken.contains($0) }) }
+        }
         let announced = AnnouncedConfigStore(database: database,
                                              instance: database.url.isPostgres ? configuration.cluster.index : 0)
         let scheduler = AlarmScheduler(store: alarmStore, schedule: schedule, controller: controller, commands: commands,

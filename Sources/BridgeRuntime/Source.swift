@@ -13,7 +13,8 @@ protocol Source: BridgeFeature {
 }
 
 /// `source.kind: simulated`: steps the simulator every `source.interval` (as fast as it can at 0)
-/// for the users this instance owns (the others' owners simulate them).
+/// for the users it is given: those this instance owns, or on PostgreSQL every user, the readings
+/// of the owned ones kept by the controller (docs/scaling.md, "Leases").
 final class SimulatedSource: Source {
     let name = "simulator"
     let lightSwitch: (any LightSwitch)? = nil
@@ -32,7 +33,7 @@ final class SimulatedSource: Source {
             logger.info("simulating with a random seed; set source.seed to repeat this run", ["seed": String(seed)])
         }
         // Sensors bound to a device are the device's: only the others are simulated.
-        start = Simulator(users: configuration.owned.users.map { user in
+        start = Simulator(users: configuration.users.map { user in
             var unbound = user
             unbound.rooms = user.rooms.map { Room(id: $0.id, name: $0.name, sensors: $0.unboundSensors) }
             return unbound
