@@ -91,8 +91,9 @@ public final class Bridge: Sendable {
         let groups = GroupStatePublisher(store: store, outbound: outbound, topics: topics,
                                          ownership: ownership)
         let observer = SensorObserver()
-        // Only this instance's users: another instance notifies for its own.
-        let notifier = Notifier(users: configuration.owned.users, settings: configuration.notify, logger: logger)
+        // This instance's users (another notifies for its own); on PostgreSQL every user, as only the
+        // owned users' events and availability reach the state bus.
+        let notifier = Notifier(users: sourced.users, settings: configuration.notify, logger: logger)
         for subscriber in [recorder, events, commands, groups, observer, notifier] as [any StateSubscriber] {
             bus.subscribe(subscriber)
         }
