@@ -124,7 +124,7 @@ final class AlarmScheduler: BridgeFeature {
         // In a cluster every instance stores every alarm; only the user's owner fires it: the holder
         // of its lease on PostgreSQL, the hash owner otherwise.
         let fence = leases?.fence(for: alarm.userID)
-        let owns = leases == nil ? controller.membership.owns(alarm.userID) : fence != nil
+        let owns = leases == nil ? controller.ownership.owns(alarm.userID) : fence != nil
         let decision = owns ? schedule.decide(alarm, now: now, handledThrough: entry.handledThrough) : .wait
         switch decision {
         case .wait:

@@ -74,17 +74,24 @@ public final class Bridge: Sendable {
         let discovery = configuration.homeAssistant.discovery ? identity : nil
         let store = HomeStore(home: Home(users: configuration.users))
         let online = OnlineInstances()
+        // On PostgreSQL, what a user's owner does follows the lease (docs/scaling.md, "Leases"), so
+        // the sources read every user and the controller keeps the owned users' readings.
+        let byLease = clustered && database.url.isPostgres
+        let ownership = Ownership(membership: configuration.cluster.membership,
+                                  leases: byLease ? LeaseStore(database: database) : nil)
+        let sourced = byLease ? configuration : configuration.owned
         let publisher = StatePublisher(configuration: configuration, store: store, broker: mqtt, logger: logger,
-                                       discovery: discovery, startedAt: startedAt, othersOnline: { !online.isEmpty })
+                                       discovery: discovery, startedAt: startedAt, othersOnline: { !online.isEmpty },
+                                       ownership: ownership)
         let bus = StateBus(publisher: publisher)
-        controller = HomeController(store: store, bus: bus, membership: configuration.cluster.membership)
+        controller = HomeController(store: store, bus: bus, ownership: ownership)
         publisher.refreshSource.withLock { [controller] in $0 = { controller.offerForRefresh() } }
         router = MessageRouter(broker: mqtt, logger: logger)
         source = configuration.source.kind == .rest
-            ? RestSource(configuration: configuration.owned, controller: controller,
+            ? RestSource(configuration: sourced, controller: controller,
                          client: UpstreamClient(source: configuration.source), logger: logger)
-            : SimulatedSource(configuration: configuration, controller: controller, broker: mqtt, logger: logger)
-        let devices = try DeviceSource(configuration: configuration.owned, controller: controller, bridgeBroker: mqtt,
+            : SimulatedSource(configuration: sourced, controller: controller, broker: mqtt, logger: logger)
+        let devices = try DeviceSource(configuration: sourced, controller: controller, bridgeBroker: mqtt,
                                        bridgeBrokerAddress: broker.description, router: router, logger: logger)
         let sourceSwitch = source.lightSwitch
         let homie = configuration.homie.enabled
@@ -103,10 +110,11 @@ public final class Bridge: Sendable {
         let events = EventHub(limits: .init(perSession: configuration.http.maxStreamsPerToken,
                                             perUser: configuration.http.maxStreamsPerUser))
         let groups = GroupStatePublisher(store: store, outbound: outbound, topics: topics,
-                                         membership: configuration.cluster.membership)
+                                         ownership: ownership)
         let observer = SensorObserver()
-        // Only this instance's users: another instance notifies for its own.
-        let notifier = Notifier(users: configuration.owned.users, settings: configuration.notify, logger: logger)
+        // This instance's users (another notifies for its own); on PostgreSQL every user, as only the
+        // owned users' events and availability reach the state bus.
+        let notifier = Notifier(users: sourced.users, settings: configuration.notify, logger: logger)
         for subscriber in [recorder, events, commands, groups, observer, notifier] as [any StateSubscriber] {
             bus.subscribe(subscriber)
         }
@@ -131,14 +139,21 @@ public final class Bridge: Sendable {
         let watchdogReplication = replicates
             ? WatchdogReplication(records: ReplicatedWatchdogs(store: watchdogStore, topics: topics), home: store,
                                   outbound: outbound, logger: logger) : nil
-        let leases = clustered && database.url.isPostgres
-            ? LeaseKeeper(store: LeaseStore(database: database), configuration: configuration, logger: logger) : nil
+        let leases = byLease
+            ? LeaseKeeper(store: LeaseStore(database: database), configuration: configuration, ownership: ownership,
+                          logger: logger) : nil
+        // Users taken over get their retained state, Home Assistant configs and availability at once.
+        ownership.onChange { change in
+            guard !change.taken.isEmpty else { return }
+            Task { _ = await publisher.publishRetained(users: { change.taken.contains($0) }) }
+        }
         let announced = AnnouncedConfigStore(database: database,
                                              instance: database.url.isPostgres ? configuration.cluster.index : 0)
         let scheduler = AlarmScheduler(store: alarmStore, schedule: schedule, controller: controller, commands: commands,
                                        replication: replication, leases: leases, logger: logger)
         let layout = HomeLayout(store: store, source: source, devices: devices, publisher: publisher, discovery: discovery,
-                                announced: announced, membership: configuration.cluster.membership, logger: logger,
+                                announced: announced, sourced: { [membership = configuration.cluster.membership] user in
+                                    byLease || membership.owns(user) }, logger: logger,
                                 changed: { homieFeature?.roomsChanged() })
         let rooms = RoomManager(rules: rules, rows: keptRooms,
                                 store: managedRooms, home: store, layout: layout)

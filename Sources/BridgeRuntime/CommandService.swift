@@ -82,7 +82,7 @@ final class CommandService: BridgeFeature, StateSubscriber {
             + (homie.map { [MQTTSubscription(filter: $0.setFilter, qos: qos)] } ?? [])
     }
 
-    private var membership: ClusterMembership { controller.membership }
+    private var ownership: Ownership { controller.ownership }
 
     // MARK: Entry points
 
@@ -96,7 +96,7 @@ final class CommandService: BridgeFeature, StateSubscriber {
         guard let address = topics.parseCommandTopic(message.topic) ?? group.map({ ($0.user, "*", "lights") })
         else { return }
         // Every instance receives every command; only the user's owner acts (or rejects).
-        guard membership.owns(address.user) else { return }
+        guard ownership.owns(address.user) else { return }
         // An empty payload is how a retained command is cleared (README, "MQTT").
         guard !message.payload.isEmpty else {
             logger.debug("ignored an empty command (a cleared retained message)", ["topic": message.topic])
@@ -160,7 +160,7 @@ final class CommandService: BridgeFeature, StateSubscriber {
                                "detail": "no Homie device or room of this bridge"])
             return
         }
-        guard membership.owns(user.id), !message.payload.isEmpty else { return }
+        guard ownership.owns(user.id), !message.payload.isEmpty else { return }
         if isStaleRetained(message) { return }
         let origin = CommandOrigin.mqtt(topic: message.topic, redelivery: message.isRedelivery)
         switch HomieDevices.command(message.payload) {
@@ -216,7 +216,7 @@ final class CommandService: BridgeFeature, StateSubscriber {
         switch groupTargets(command, user: user, group: group) {
         case .success(let found): (targets, on) = found
         case .failure(let rejection):
-            if membership.owns(user) {
+            if ownership.owns(user) {
                 reject(rejection, user: user, room: nil, origin: .api, topic: groupTopic(user: user, group: group))
             }
             return .failure(rejection)
@@ -238,7 +238,7 @@ final class CommandService: BridgeFeature, StateSubscriber {
         switch CommandTarget.resolve(user: user, room: room, in: controller.store.home) {
         case .success(let found): target = found
         case .failure(let rejection):
-            if membership.owns(user) {
+            if ownership.owns(user) {
                 reject(rejection, user: user, room: room, origin: .api)
             } else {
                 gate.logRejection(user: user, reason: rejection.code,
@@ -251,7 +251,7 @@ final class CommandService: BridgeFeature, StateSubscriber {
     }
 
     private func switchAndWait(_ command: LightCommand, target: CommandTarget) -> Result<Reading, CommandRejection> {
-        guard membership.owns(target.user.id) else { return relay(command, target: target) }
+        guard ownership.owns(target.user.id) else { return relay(command, target: target) }
         guard lights(target) != nil else { return execute(command, target: target, origin: .api) }
         let done = Rendezvous<Result<Reading, CommandRejection>>()
         guard jobs.submit(Job(command: command, target: target, origin: .api, done: done)) else {
@@ -353,7 +353,7 @@ final class CommandService: BridgeFeature, StateSubscriber {
     /// this: only the owner acts on those.)
     private func relay(_ command: LightCommand, target: CommandTarget) -> Result<Reading, CommandRejection> {
         let on = command.applied(to: isOn(target))
-        let owner = membership.owner(of: target.user.id)
+        let owner = ownership.currentOwner(of: target.user.id)
         let fields: KeyValuePairs = ["user": target.user.id, "room": target.room.id, "state": on ? "ON" : "OFF",
                                      "source": "api", "owner": String(owner)]
         guard instanceOnline(owner) else {

@@ -13,15 +13,15 @@ final class GroupStatePublisher: BridgeFeature, StateSubscriber {
     private let store: HomeStore
     private let outbound: Outbound
     private let topics: Topics
-    private let membership: ClusterMembership
+    private let ownership: Ownership
     /// The payload last sent per topic; one entry per group and user, so bounded by the config.
     private let sent = Mutex<[String: String]>([:])
 
-    init(store: HomeStore, outbound: Outbound, topics: Topics, membership: ClusterMembership) {
+    init(store: HomeStore, outbound: Outbound, topics: Topics, ownership: Ownership) {
         self.store = store
         self.outbound = outbound
         self.topics = topics
-        self.membership = membership
+        self.ownership = ownership
     }
 
     /// Every group state of one user: the topic and `ON`/`OFF`, all the user's lights first.
@@ -54,7 +54,7 @@ final class GroupStatePublisher: BridgeFeature, StateSubscriber {
     private func publish(users wanted: Set<String>?, force: Bool) {
         sent.withLock { sent in
             let home = store.home
-            for user in home.users where membership.owns(user.id) && wanted?.contains(user.id) ?? true {
+            for user in home.users where ownership.owns(user.id) && wanted?.contains(user.id) ?? true {
                 for (topic, on) in Self.states(of: user, in: home, topics: topics) {
                     let payload = on ? "ON" : "OFF"
                     guard force || sent[topic] != payload else { continue }

@@ -8,12 +8,13 @@ import Foundation
 final class HomeController: Sendable {
     let store: HomeStore
     let bus: StateBus
-    let membership: ClusterMembership
+    /// The users this instance acts for: only their sources' readings and availability are applied.
+    let ownership: Ownership
 
-    init(store: HomeStore, bus: StateBus, membership: ClusterMembership) {
+    init(store: HomeStore, bus: StateBus, ownership: Ownership) {
         self.store = store
         self.bus = bus
-        self.membership = membership
+        self.ownership = ownership
     }
 
     /// Values the home starts with (a simulator's first step, polled rooms' lights off), not
@@ -25,9 +26,19 @@ final class HomeController: Sendable {
     }
 
     /// A source's readings; a `gas` event when gas comes or goes (a first reading only when it
-    /// says gas: a polled room's first "no gas" is no news).
+    /// says gas: a polled room's first "no gas" is no news). Readings of users this instance does
+    /// not own (a cluster on PostgreSQL reads every user's, docs/scaling.md "Leases") are dropped:
+    /// their owner publishes them.
     func record(_ readings: [Reading]) {
         let time = Date()
+        var owned: [String: Bool] = [:]
+        let readings = readings.filter { reading in
+            if let known = owned[reading.user] { return known }
+            let owns = ownership.owns(reading.user)
+            owned[reading.user] = owns
+            return owns
+        }
+        guard !readings.isEmpty else { return }
         let (changes, home) = store.withLock { state -> ([StateChange], Home) in
             var changes: [StateChange] = []
             changes.reserveCapacity(readings.count)
@@ -57,7 +68,7 @@ final class HomeController: Sendable {
         let home = store.home
         let time = Date()
         var changes: [StateChange] = []
-        for user in home.users where membership.owns(user.id) {
+        for user in home.users where ownership.owns(user.id) {
             for room in user.rooms {
                 let key = RoomKey(user: user.id, room: room.id)
                 for (sensor, value) in home.values(in: key) {
@@ -93,12 +104,14 @@ final class HomeController: Sendable {
                                          value: reading.value, time: time, origin: .mirror))], home: home)
     }
 
-    /// Marks a polled room online or offline and publishes its retained availability.
+    /// Marks a polled room online or offline and publishes its retained availability (the owner
+    /// only; the others keep it for when they take the user over).
     func setAvailability(_ key: RoomKey, online: Bool) {
         let home = store.withLock { state -> Home in
             if online { state.offline.remove(key) } else { state.offline.insert(key) }
             return state.home
         }
+        guard ownership.owns(key.user) else { return }
         bus.emit([.availability(key, online: online)], home: home)
     }
 

@@ -14,15 +14,17 @@ final class HomeLayout: Sendable {
     private let publisher: StatePublisher
     private let discovery: HomeAssistantDiscovery?
     private let announced: AnnouncedConfigStore
-    private let membership: ClusterMembership
+    /// Whose rooms the sources produce for: the owned users by hash; every user by lease, whose
+    /// readings the controller keeps only for the users owned now (docs/scaling.md, "Leases").
+    private let sourced: @Sendable (_ user: String) -> Bool
     private let logger: Logger
     /// Told after each change (Homie sends its descriptions again).
     private let changed: @Sendable () -> Void
     private let serial = Mutex(())
 
     init(store: HomeStore, source: any Source, devices: DeviceSource, publisher: StatePublisher,
-         discovery: HomeAssistantDiscovery?, announced: AnnouncedConfigStore, membership: ClusterMembership,
-         logger: Logger, changed: @escaping @Sendable () -> Void = {}) {
+         discovery: HomeAssistantDiscovery?, announced: AnnouncedConfigStore,
+         sourced: @escaping @Sendable (_ user: String) -> Bool, logger: Logger, changed: @escaping @Sendable () -> Void = {}) {
         self.changed = changed
         self.store = store
         self.source = source
@@ -30,7 +32,7 @@ final class HomeLayout: Sendable {
         self.publisher = publisher
         self.discovery = discovery
         self.announced = announced
-        self.membership = membership
+        self.sourced = sourced
         self.logger = logger
     }
 
@@ -45,7 +47,7 @@ final class HomeLayout: Sendable {
                 store.withLock { $0.home.setUsers(users) }
                 return diff
             }
-            let owned = users.filter { membership.owns($0.id) }
+            let owned = users.filter { sourced($0.id) }
             let first = source.roomsChanged(owned)
             let now = Date()
             store.withLock { state in

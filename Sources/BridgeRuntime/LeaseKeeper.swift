@@ -15,6 +15,8 @@ final class LeaseKeeper: BridgeFeature {
     private let users: [String]
     private let duration: Double
     private let logger: Logger
+    /// Follows what this instance holds: everything a user's owner does moves with the lease.
+    private let ownership: Ownership
     /// The users whose lease this instance holds, with the epoch it holds it at.
     private let held = Mutex<[String: Int64]>([:])
     /// Rounds that took a lease: work kept for the users this instance owns (the alarm scheduler's
@@ -23,8 +25,9 @@ final class LeaseKeeper: BridgeFeature {
 
     var acquisitionRounds: Int { acquisitions.withLock { $0 } }
 
-    init(store: LeaseStore, configuration: BridgeConfiguration, logger: Logger) {
+    init(store: LeaseStore, configuration: BridgeConfiguration, ownership: Ownership, logger: Logger) {
         self.store = store
+        self.ownership = ownership
         instances = configuration.cluster.instances
         index = configuration.cluster.index
         users = configuration.users.map(\.id)
@@ -51,6 +54,7 @@ final class LeaseKeeper: BridgeFeature {
             defer { current.removeAll() }
             return current
         }
+        ownership.update(holders: [:])
         do {
             try store.heartbeat(instance: index, until: now)
             for (user, epoch) in leases {
@@ -69,6 +73,11 @@ final class LeaseKeeper: BridgeFeature {
             let leases = try store.leases()
             let steps = LeaseOwnership.steps(me: index, instances: instances, live: live, users: users, leases: leases,
                                              now: now.timeIntervalSince1970)
+            var holders = leases.filter { $0.value.isHeld(at: now.timeIntervalSince1970) }.mapValues(\.instance)
+            // Stop acting for a user before its lease is free for another instance to take.
+            var releasing = holders
+            for case .release(let user, _) in steps { releasing[user] = nil }
+            ownership.update(holders: releasing)
             var next: [String: Int64] = [:]
             var taken = 0, released = 0
             for step in steps {
@@ -81,10 +90,13 @@ final class LeaseKeeper: BridgeFeature {
                 case .release: released += 1
                 }
             }
+            // What this round left this instance holding replaces what it had read.
+            holders = holders.filter { $0.value != index }.merging(next.mapValues { _ in index }) { $1 }
             let before = held.withLock { current -> Int in
                 defer { current = next }
                 return current.count
             }
+            ownership.update(holders: holders)
             if taken > 0 { acquisitions.withLock { $0 += 1 } }
             if taken > 0 && before > 0 || released > 0 {
                 logger.info("cluster leases changed", ["taken": String(taken), "handed_back": String(released),

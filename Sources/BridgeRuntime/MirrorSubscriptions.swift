@@ -44,7 +44,7 @@ final class MirrorSubscriptions: BridgeFeature {
     /// Makes sure a user's state is being mirrored, subscribing if needed, and waits (blocking the
     /// caller: libmicrohttpd's thread, never async code) until the user's retained values arrived.
     func ensure(user userID: String) {
-        guard !controller.membership.owns(userID), let user = controller.store.home.user(id: userID) else { return }
+        guard !controller.ownership.owns(userID), let user = controller.store.home.user(id: userID) else { return }
         let now = ContinuousClock.now
         let (isNew, ready) = entries.withLock { entries -> (Bool, Rendezvous<Bool>) in
             if let entry = entries[userID] {
@@ -76,7 +76,7 @@ final class MirrorSubscriptions: BridgeFeature {
             return
         }
         // Our own readings would come back too, were we subscribed to them: nothing to do.
-        guard let parsed = topics.parseSensorTopic(message.topic), !controller.membership.owns(parsed.user),
+        guard let parsed = topics.parseSensorTopic(message.topic), !controller.ownership.owns(parsed.user),
               !message.payload.isEmpty
         else { return }
         guard let user = controller.store.home.user(id: parsed.user), user.rooms.contains(where: { $0.id == parsed.room })
@@ -98,7 +98,7 @@ final class MirrorSubscriptions: BridgeFeature {
     /// An event the owner published for a user this instance does not own: passed on to that
     /// user's event streams here, as it came.
     private func relayEvent(_ message: MQTTMessage, user: String) {
-        guard !controller.membership.owns(user), controller.store.home.user(id: user) != nil else { return }
+        guard !controller.ownership.owns(user), controller.store.home.user(id: user) != nil else { return }
         guard let object = try? JSONSerialization.jsonObject(with: Data(message.payload)) as? [String: Any],
               let type = object["type"] as? String, ServerSentEvents.event(type, json: message.text) != nil
         else {

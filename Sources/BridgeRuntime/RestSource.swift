@@ -68,6 +68,11 @@ final class RestSource: Source {
             if wait > 0 {
                 do { try await Task.sleep(for: .milliseconds(Int(wait * 1000))) } catch { return }
             }
+            // Another instance owns the user now (docs/scaling.md, "Leases"): asked again next interval.
+            guard controller.ownership.owns(user.id) else {
+                do { try await Task.sleep(for: .milliseconds(Int(max(source.interval, 1) * 1000))) } catch { return }
+                continue
+            }
             guard await permits.acquire() else { return }
             let started = Monotonic.now
             let outcome = await client.room(user: user.id, name: room.name)

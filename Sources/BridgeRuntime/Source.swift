@@ -22,7 +22,8 @@ extension Source {
 }
 
 /// `source.kind: simulated`: steps the simulator every `source.interval` (as fast as it can at 0)
-/// for the users this instance owns (the others' owners simulate them).
+/// for the users it is given: those this instance owns, or on PostgreSQL every user, the readings
+/// of the owned ones kept by the controller (docs/scaling.md, "Leases").
 final class SimulatedSource: Source {
     let name = "simulator"
     let lightSwitch: (any LightSwitch)? = nil
@@ -42,7 +43,8 @@ final class SimulatedSource: Source {
             seed = UInt64.random(in: 0...UInt64.max)
             logger.info("simulating with a random seed; set source.seed to repeat this run", ["seed": String(seed)])
         }
-        let start = Simulator(users: Self.unbound(configuration.owned.users), seed: seed)
+        // The configuration the bridge hands over is already the users it sources (docs/scaling.md, "Leases").
+        let start = Simulator(users: Self.unbound(configuration.users), seed: seed)
         self.start = start
         simulator = Mutex(start)
         interval = configuration.source.interval

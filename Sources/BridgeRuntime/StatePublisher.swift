@@ -23,6 +23,8 @@ final class StatePublisher: BridgeFeature {
     private let logger: Logger
     private let topics: Topics
     private let membership: ClusterMembership
+    /// The users whose retained state this instance publishes.
+    let ownership: Ownership
     private let discovery: HomeAssistantDiscovery?
     private let startedAt: Date
     private let tracker: Mutex<PublishTracker>
@@ -35,7 +37,8 @@ final class StatePublisher: BridgeFeature {
 
     init(configuration: BridgeConfiguration, store: HomeStore, broker: any BrokerLink, logger: Logger,
          discovery: HomeAssistantDiscovery?, startedAt: Date, roomDocuments: RoomDocuments = RoomDocuments(),
-         othersOnline: @escaping @Sendable () -> Bool = { false }) {
+         othersOnline: @escaping @Sendable () -> Bool = { false }, ownership: Ownership? = nil) {
+        self.ownership = ownership ?? Ownership(membership: configuration.cluster.membership, leases: nil)
         self.roomDocuments = roomDocuments
         self.configuration = configuration
         self.store = store
@@ -168,22 +171,29 @@ final class StatePublisher: BridgeFeature {
         outbound.send(topics.bridgeState, "online")
         outbound.send(topics.bridgeInfo, info.json.serialized)
         if let discovery { outbound.send(discovery.bridgeConfig.topic, discovery.bridgeConfig.payload.serialized) }
-        var published = discovery == nil ? 2 : 3
-        for user in users where membership.owns(user.id) {
+        let published = (discovery == nil ? 2 : 3) + (await publishRetained(users: { _ in true }))
+        // Logged once the broker has them (or after 2 s), so whoever subscribes after this line
+        // gets them as retained messages.
+        _ = await broker.waitForPublished(timeout: 2)
+        logger.info("published retained state", ["messages": String(published)])
+    }
+
+    /// The retained state of the owned users `including` picks: after a connect, every owned user;
+    /// after a lease round, the users just taken over (docs/scaling.md, "Leases").
+    func publishRetained(users including: (String) -> Bool) async -> Int {
+        var published = 0
+        for user in store.home.users where including(user.id) && ownership.owns(user.id) {
             for config in discovery?.userConfigs(user: user) ?? [] {
                 outbound.send(config.topic, config.payload.serialized)
                 published += 1
             }
             for room in user.rooms {
                 await broker.waitForBacklog(below: Self.backlogLimit)
-                if Task.isCancelled { return }
+                if Task.isCancelled { return published }
                 published += publishRetained(user: user, room: room)
             }
         }
-        // Logged once the broker has them (or after 2 s), so whoever subscribes after this line
-        // gets them as retained messages.
-        _ = await broker.waitForPublished(timeout: 2)
-        logger.info("published retained state", ["messages": String(published)])
+        return published
     }
 
     /// One room's retained messages: its Home Assistant configs first (so Home Assistant has each
@@ -223,10 +233,10 @@ final class StatePublisher: BridgeFeature {
         let new = store.home
         var count = 0
         var cleared: [String] = []
-        for (user, room) in diff.removed where membership.owns(user.id) {
+        for (user, room) in diff.removed where ownership.owns(user.id) {
             cleared += retainedTopics(user: user, room: room, in: old)
         }
-        for change in diff.changed where membership.owns(change.user.id) {
+        for change in diff.changed where ownership.owns(change.user.id) {
             let kept = Set(retainedTopics(user: change.user, room: change.new, in: new))
             cleared += retainedTopics(user: change.user, room: change.old, in: old).filter { !kept.contains($0) }
         }
@@ -237,10 +247,10 @@ final class StatePublisher: BridgeFeature {
             }
         }
         count += cleared.count
-        for (user, room) in diff.added where membership.owns(user.id) {
+        for (user, room) in diff.added where ownership.owns(user.id) {
             count += publishRetained(user: user, room: room)
         }
-        for change in diff.changed where membership.owns(change.user.id) {
+        for change in diff.changed where ownership.owns(change.user.id) {
             count += publishRetained(user: change.user, room: change.new)
         }
         let info = BridgeInfo(version: Bridge.version, sourceKind: configuration.source.kind.rawValue,
@@ -261,7 +271,7 @@ final class StatePublisher: BridgeFeature {
     /// lost its connection), so its rooms are announced unavailable on its behalf.
     func announceRoomsOffline(ofInstance instance: Int) -> Int {
         var count = 0
-        for user in store.home.users where membership.owner(of: user.id) == instance {
+        for user in store.home.users where ownership.owner(of: user.id) == instance {
             for room in user.rooms {
                 outbound.send(topics.availability(user: user.id, room: room.id), "offline")
                 count += 1

@@ -34,7 +34,7 @@ final class WatchdogMonitor: BridgeFeature {
             logger.error("cannot read watchdogs", ["error": error.description])
             return
         }
-        for (watchdog, state) in watchdogs where controller.membership.owns(watchdog.userID) {
+        for (watchdog, state) in watchdogs where controller.ownership.owns(watchdog.userID) {
             let observation = observer.observation(user: watchdog.userID, room: watchdog.room, sensor: watchdog.sensor.id)
             let outcome = rules.decide(watchdog, observation: observation, state: state, now: now,
                                        watchingSince: watchingSince)

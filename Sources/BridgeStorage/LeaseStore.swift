@@ -27,6 +27,12 @@ public struct LeaseStore: Sendable {
             .compactMap { $0.first?.integer.map(Int.init) })
     }
 
+    /// The instance holding `user`'s lease at `now`, nil when nobody does.
+    public func holder(of user: String, now: Date) throws(StorageError) -> Int? {
+        try database.query("SELECT instance FROM user_leases WHERE user_id = ? AND expires_at > ?",
+                           [.text(user), .real(now.timeIntervalSince1970)]).first?.first?.integer.map(Int.init)
+    }
+
     /// Every stored lease, by user.
     public func leases() throws(StorageError) -> [String: LeaseOwnership.Lease] {
         var result: [String: LeaseOwnership.Lease] = [:]

@@ -37,7 +37,8 @@ struct RuntimeFixture {
         publisher = StatePublisher(configuration: configuration, store: store, broker: broker, logger: logger,
                                    discovery: nil, startedAt: Date())
         bus = StateBus(publisher: publisher)
-        controller = HomeController(store: store, bus: bus, membership: configuration.cluster.membership)
+        let ownership = Ownership(membership: configuration.cluster.membership, leases: nil)
+        controller = HomeController(store: store, bus: bus, ownership: ownership)
         commands = CommandService(controller: controller, configuration: configuration,
                                   outbound: Outbound(broker: broker, qos: 1, logger: logger), logger: logger,
                                   lights: { _ in lights }, switchTimeout: 2)
@@ -46,7 +47,7 @@ struct RuntimeFixture {
         groupStates = groups.map { _ in
             GroupStatePublisher(store: store, outbound: Outbound(broker: broker, qos: 1, logger: logger),
                                 topics: Topics(base: configuration.mqtt.baseTopic),
-                                membership: configuration.cluster.membership)
+                                ownership: ownership)
         }
         if let groupStates { bus.subscribe(groupStates) }
     }

@@ -1,4 +1,5 @@
 import BridgeCore
+import BridgeMQTT
 import BridgeStorage
 import Foundation
 import PostgresTestSupport
@@ -23,6 +24,49 @@ struct PostgresClusterTests {
                           "SMARTHOME_STORAGE_URL": url])
     }
 
+    /// Every instance, started one after the other.
+    static func startAll(broker: TestBroker, url: String, lease: String) async throws -> [BridgeProcess] {
+        var bridges: [BridgeProcess] = []
+        for index in 0..<ClusterTests.instances {
+            bridges.append(try await start(index, broker: broker, url: url, lease: lease))
+        }
+        return bridges
+    }
+
+    /// Runs `body` with a fresh database, a broker and every instance started; stops them after.
+    static func withCluster(lease: String,
+                            _ body: (TestBroker, String, inout [BridgeProcess]) async throws -> Void) async throws {
+        let server = try TestPostgres.shared()
+        let url = server.url(database: try server.freshDatabase())
+        let broker = try await TestBroker()
+        var bridges: [BridgeProcess] = []
+        defer { for bridge in bridges { bridge.signal(SIGTERM); _ = bridge.waitForExit(timeout: 5) } }
+        bridges = try await startAll(broker: broker, url: url, lease: lease)
+        try await body(broker, url, &bridges)
+    }
+
+    /// A user of the demo's owned by instance 2 by hash.
+    static let userOfInstance2 = ClusterTests.userIDs.first { ClusterTests.membership.owner(of: $0) == 2 && $0.hasPrefix("u") }
+
+    /// Who holds `user`'s lease now, read from the database at `url`.
+    static func leaseHolder(of user: String, url: String) throws -> () throws -> Int64? {
+        let database = try Database(url: try StorageURL.parse(url).get())
+        return {
+            try database.query("SELECT instance FROM user_leases WHERE user_id = ? AND expires_at > ?",
+                               [.text(user), .real(Date().timeIntervalSince1970)]).first?.first?.integer
+        }
+    }
+
+    /// Asks `holder` every 0.1 s, up to 15 s, until `instance` holds the lease; returns the last answer.
+    static func waitUntilHeld(by instance: Int64, _ holder: () throws -> Int64?) async throws -> Int64? {
+        var current = try holder()
+        for _ in 0..<150 where current != instance {
+            try await Task.sleep(for: .milliseconds(100))
+            current = try holder()
+        }
+        return current
+    }
+
     @Test func historyAlarmsAndLogoutsAreSharedThroughTheDatabase() async throws {
         let server = try TestPostgres.shared()
         let url = server.url(database: try server.freshDatabase())
@@ -37,14 +81,16 @@ struct PostgresClusterTests {
         let user = try #require(ClusterTests.userIDs.first { ClusterTests.membership.owner(of: $0) == 2 && $0.hasPrefix("u") })
         let token = try await APITests.token(bridges[0].httpPort, "user\(user)", "12345")
         let watcher = try await TestSubscriber(broker: broker, subscribe: ["smarthome/\(user)/events"], name: "events")
-
-        // History recorded by the owner (instance 2) is read from the database by every instance.
-        try await Task.sleep(for: .seconds(2.5))
+        // History recorded by the owner (instance 2, once the first lease rounds settled) is read from
+        // the database by every instance.
         for (index, bridge) in bridges.enumerated() {
-            let reply = try await HTTP.send(bridge.httpPort, "/api/v1/rooms/kitchen/history?sensor=temperature",
-                                            method: "GET", token: token)
-            #expect(reply.status == 200, "instance \(index): \(reply.text)")
-            let points = ClusterTests.json(reply)?["points"] as? [[String: String]] ?? []
+            let points = try await ClusterTests.poll(until: { $0.count >= 2 }) { () async throws -> [[String: String]] in
+                try await Task.sleep(for: .milliseconds(400))
+                let reply = try await HTTP.send(bridge.httpPort, "/api/v1/rooms/kitchen/history?sensor=temperature",
+                                                method: "GET", token: token)
+                #expect(reply.status == 200, "instance \(index): \(reply.text)")
+                return ClusterTests.json(reply)?["points"] as? [[String: String]] ?? []
+            }
             #expect(points.count >= 2, "instance \(index) reads the owner's history")
         }
 
@@ -87,17 +133,11 @@ struct PostgresClusterTests {
         let broker = try await TestBroker()
         var bridges: [BridgeProcess] = []
         defer { for bridge in bridges { bridge.signal(SIGTERM); _ = bridge.waitForExit(timeout: 5) } }
-        for index in 0..<ClusterTests.instances {
-            bridges.append(try await Self.start(index, broker: broker, url: url, lease: "3s"))
-        }
-        let user = try #require(ClusterTests.userIDs.first { ClusterTests.membership.owner(of: $0) == 2 && $0.hasPrefix("u") })
+        bridges = try await Self.startAll(broker: broker, url: url, lease: "3s")
+        let user = try #require(Self.userOfInstance2)
         let token = try await APITests.token(bridges[0].httpPort, "user\(user)", "12345")
         let watcher = try await TestSubscriber(broker: broker, subscribe: ["smarthome/\(user)/events"], name: "events")
-        let database = try Database(url: try StorageURL.parse(url).get())
-        let holder = { () throws -> Int64? in
-            try database.query("SELECT instance FROM user_leases WHERE user_id = ? AND expires_at > ?",
-                               [.text(user), .real(Date().timeIntervalSince1970)]).first?.first?.integer
-        }
+        let holder = try Self.leaseHolder(of: user, url: url)
         #expect(try await ClusterTests.poll(until: { $0 == 2 }) { try holder() } == 2, "the hash owner holds the lease")
 
         let due = Date().addingTimeInterval(7)
@@ -120,12 +160,63 @@ struct PostgresClusterTests {
 
         // Restarted, instance 2 gets the user back (handed back by the interim holder first).
         bridges[2] = try await Self.start(2, broker: broker, url: url, lease: "3s")
-        var back: Int64?
-        for _ in 0..<100 where back != 2 {
-            try await Task.sleep(for: .milliseconds(100))
-            back = try holder()
-        }
-        #expect(back == 2, "rebalanced to the hash owner")
+        #expect(try await Self.waitUntilHeld(by: 2, holder) == 2, "rebalanced to the hash owner")
         #expect(bridges[Int(taker)].log.contains("handed_back="))
+    }
+
+    /// Leases (docs/scaling.md): a killed instance's rooms publish again from the instance that
+    /// takes its user's lease, back `online`, and its light commands are applied there once;
+    /// restarted, it gets the user back and only one instance publishes the user's readings.
+    @Test func aKilledInstancesRoomsPublishAgainFromTheInstanceThatTakesItsLeases() async throws {
+        try await Self.withCluster(lease: "3s") { broker, url, bridges in
+            let user = try #require(Self.userOfInstance2)
+            let holder = try Self.leaseHolder(of: user, url: url)
+            #expect(try await ClusterTests.poll(until: { $0 == 2 }) { try holder() } == 2, "the hash owner holds the lease")
+            let rooms = try await TestSubscriber(broker: broker, subscribe: ["smarthome/\(user)/kitchen/#"], name: "rooms")
+            let temperature = "smarthome/\(user)/kitchen/temperature"
+            let availability = "smarthome/\(user)/kitchen/availability"
+            let lights = "smarthome/\(user)/kitchen/lights"
+            try await rooms.waitFor(temperature)
+            // Waits for a message after the first `after` ones.
+            func next(after: Int, timeout: Double, _ predicate: @escaping (MQTTMessage) -> Bool) async throws {
+                _ = try await rooms.waitFor(timeout: timeout) { _ in rooms.messages.dropFirst(after).contains(where: predicate) }
+            }
+
+            bridges[2].signal(SIGKILL)
+            _ = bridges[2].waitForExit(timeout: 5)
+            let killed = rooms.messages.count
+            // Within cluster.lease + 5 s: announced online again by the taker, and publishing, from instance 0 or 1.
+            try await next(after: killed, timeout: 8) { $0.topic == availability && $0.text == "online" }
+            let online = rooms.messages.count
+            try await next(after: online, timeout: 3) { $0.topic == temperature }
+            let taker = try #require(try holder())
+            #expect(taker == 0 || taker == 1)
+            #expect(bridges[Int(taker)].log.contains("cluster leases changed"))
+
+            // A light command through the other live instance is relayed to the holder and applied once.
+            let token = try await APITests.token(bridges[0].httpPort, "user\(user)", "12345")
+            let before = rooms.messages.count
+            let other = 1 - Int(taker)
+            let reply = try await HTTP.send(bridges[other].httpPort, "/api/v1/rooms/kitchen/lights", method: "POST",
+                                            body: Data(#"{"state":"ON"}"#.utf8), token: token)
+            #expect(reply.status == 200, "\(reply.text)")
+            try await Task.sleep(for: .seconds(1))
+            let applied = rooms.messages.dropFirst(before).filter { $0.topic == lights }
+            #expect(applied.map(\.text) == ["ON"], "applied once")
+            #expect(bridges[Int(taker)].log.contains("light switched"), "the holder applied it")
+            #expect(!bridges[other].log.contains("light switched"))
+
+            // Restarted, instance 2 gets the user back; then one instance publishes: readings come every
+            // 0.5 s, so 4 s hold at most 9 temperature readings from one (about 16 from two).
+            bridges[2] = try await Self.start(2, broker: broker, url: url, lease: "3s")
+            #expect(try await Self.waitUntilHeld(by: 2, holder) == 2, "rebalanced to the hash owner")
+            try await Task.sleep(for: .seconds(1))
+            let settled = rooms.messages.count
+            try await Task.sleep(for: .seconds(4))
+            let readings = rooms.messages.dropFirst(settled).filter { $0.topic == temperature }
+            #expect(!readings.isEmpty, "the returned owner publishes")
+            #expect(readings.count <= 9, "\(readings.count) temperature readings in 4 s: two instances publish")
+            #expect(rooms.messages.dropFirst(settled).filter { $0.topic == availability }.allSatisfy { $0.text == "online" })
+        }
     }
 }
