@@ -65,6 +65,10 @@ extension HTTPRoutes {
                     return createRoom(request, user: session.userID, home: home)
                 }
                 guard let user = HTTPRoutes.visibleUser(session, in: home()) else { return HTTPRoutes.unauthorized }
+                // The seed-shaped list stays as it is; `?detail=1` is the settings page's (README, "Managing the home").
+                if request.queryValue("detail") == "1" {
+                    return HTTPRoutes.json(RoomSettings.rooms(user, managed: rooms?.managedRooms(user: user.id) ?? []))
+                }
                 return HTTPRoutes.json(SeedShapes.rooms(user))
             }
         case _ where path.count == 2 && path[0] == "rooms":

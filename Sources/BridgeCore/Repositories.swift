@@ -49,4 +49,6 @@ public protocol RoomManagement: Sendable {
     func update(user: String, room: String, _ fields: [String: Any]) -> Result<Room, RoomChangeFailure>
     func bind(user: String, room: String, sensor: Any) -> Result<Room, RoomChangeFailure>
     func delete(user: String, room: String) -> Result<Void, RoomChangeFailure>
+    /// The user's rooms made through the API, as stored (for `GET /api/v1/rooms?detail=1`).
+    func managedRooms(user: String) -> [ManagedRoom]
 }

@@ -57,6 +57,10 @@ final class RoomManager: RoomManagement {
         }
     }
 
+    func managedRooms(user: String) -> [ManagedRoom] {
+        state.withLock { state in state.rows.filter { $0.user == user } }
+    }
+
     /// The config file changed (a reload): its users and rules from now on, then the users made
     /// through the API as the database has them (`apiUsers`, given the file's users, which win a
     /// clash), with the kept rooms after theirs; applied under the same lock as every API change, so

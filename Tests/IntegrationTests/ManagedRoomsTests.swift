@@ -41,6 +41,14 @@ struct ManagedRoomsTests {
         #expect(watcher.last(Self.officeConfigs[1])?.contains(#""command_topic":"smarthome/1/office/lights/set""#) == true)
         #expect(try await HTTP.get(port, "/rooms/1/Office").status == 200)
         #expect(try await HTTP.get(port, "/rooms/1").text.contains("Office"))
+        // The settings page's list: every room with its origin and sensors as a body takes them;
+        // the seed-shaped list stays the legacy route's.
+        let detail = try await HTTP.send(port, "/api/v1/rooms?detail=1", method: "GET", token: token)
+        #expect(detail.status == 200)
+        #expect(detail.text.contains(#"{"id":"office","name":"Office","origin":"api","sensors":["Temperature",{"name":"Lights","tasmota":{"topic":"office_lamp"}}]}"#), "\(detail.text)")
+        #expect(detail.text.contains(#"{"id":"kitchen","name":"Kitchen","origin":"file","sensors":["#), "\(detail.text)")
+        #expect(try await HTTP.send(port, "/api/v1/rooms", method: "GET", token: token).text
+            == (try await HTTP.get(port, "/rooms/1").text))
 
         // The bound light is the device's: the device source subscribed its topics live.
         let device = try await TestSubscriber(broker: broker, subscribe: ["cmnd/office_lamp/POWER"], name: "lamp")
