@@ -144,8 +144,7 @@ public final class Bridge: Sendable {
                           logger: logger) : nil
         // Users taken over get their retained state, Home Assistant configs and availability at once.
         ownership.onChange { change in
-            guard !change.taken.isEmpty else { return }
-            Task { _ = await publisher.publishRetained(users: { change.taken.contains($0) }) }
+            if !change.taken.isEmpty { publisher.publishTakenOver(change.taken) }
         }
         let announced = AnnouncedConfigStore(database: database,
                                              instance: database.url.isPostgres ? configuration.cluster.index : 0)

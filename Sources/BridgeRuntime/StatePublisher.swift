@@ -32,6 +32,9 @@ final class StatePublisher: BridgeFeature {
     let roomDocuments: RoomDocuments
     private let clockStart = ContinuousClock.now
     private let republishing = CoalescedSignal()
+    /// Users taken over and not yet republished (`publishTakenOver`).
+    private let takenOver = Mutex<Set<String>>([])
+    private let takeovers = CoalescedSignal()
     /// Cluster: whether another instance is still online (then `bridge/state` stays `online`).
     private let othersOnline: @Sendable () -> Bool
 
@@ -136,12 +139,30 @@ final class StatePublisher: BridgeFeature {
         republish()
     }
 
+    /// Users this instance has just taken over (docs/scaling.md, "Leases") get their retained state,
+    /// Home Assistant configs and availability at once; called from a lease round, drained in `run()`.
+    /// At most every configured user waits, however many rounds come meanwhile.
+    func publishTakenOver(_ users: Set<String>) {
+        takenOver.withLock { $0.formUnion(users) }
+        takeovers.request()
+    }
+
     func run() async {
         await withDiscardingTaskGroup { group in
             group.addTask {
                 for await _ in self.republishing.requests {
                     if Task.isCancelled { break }
                     await self.publishEverything()
+                }
+            }
+            group.addTask {
+                for await _ in self.takeovers.requests {
+                    if Task.isCancelled { break }
+                    let users = self.takenOver.withLock { pending in
+                        defer { pending = [] }
+                        return pending
+                    }
+                    _ = await self.publishRetained(users: { users.contains($0) })
                 }
             }
             group.addTask { await self.refreshUnchanged() }
