@@ -81,10 +81,17 @@ struct SlowClientTests {
         let held = (0..<3).compactMap { _ in RawHTTPConnection(port: server.port, source: "127.0.0.2") }
         for connection in held { connection.send("GET / HTTP/1.1\r\n") }
         let fourth = try #require(RawHTTPConnection(port: server.port, source: "127.0.0.2"))
-
-        #expect(fourth.isClosedByServer(within: 5))
         #expect(held.count == 3)
-        #expect(held.allSatisfy { !$0.isClosedByServer(within: 0) })
+
+        // MHD's pool threads accept on their own, so the connection it sees last (the one refused)
+        // need not be the one made last: exactly one of the four is closed, the others are kept.
+        let all = held + [fourth]
+        var refused: [Int] = []
+        for _ in 0..<50 where refused.isEmpty {
+            usleep(100_000)
+            refused = all.indices.filter { all[$0].isClosedByServer(within: 0) }
+        }
+        #expect(refused.count == 1, "refused: \(refused)")
         #expect(ping(port: server.port)?.status == 200)
     }
 }
