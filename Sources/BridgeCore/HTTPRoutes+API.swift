@@ -213,9 +213,7 @@ extension HTTPRoutes {
 
     func roomResponse(user userID: String, room name: String, home: Home, status: Int = 200) -> HTTPResponse {
         guard let room = home.user(id: userID)?.room(named: name) else { return HTTPRoutes.notFound }
-        let updated = home.updatedAt(RoomKey(user: userID, room: room.id)).map { JSONValue.string(Timestamp.iso8601($0)) }
-        return HTTPRoutes.json(bytes: roomDocuments.document(room, user: userID, in: home,
-                                                             extra: [("UpdatedAt", updated ?? .null)]), status: status)
+        return HTTPRoutes.json(bytes: roomDocuments.apiDocument(room, user: userID, in: home), status: status)
     }
 
     /// Runs `body` with the token's session, or answers 401: for a missing, forged, expired or revoked token,

@@ -10,6 +10,8 @@ public final class RoomDocuments: Sendable {
         var revision: Int
         var room: Room
         var bytes: [UInt8]
+        /// The API's variant (`apiDocument`), made when first asked for.
+        var api: [UInt8]?
     }
 
     private let documents = Mutex<[RoomKey: Document]>([:])
@@ -32,15 +34,28 @@ public final class RoomDocuments: Sendable {
         return bytes
     }
 
-    /// The document with more members after the seed keys (`"UpdatedAt"` for the API), spliced
-    /// in before its closing brace rather than serialised again.
-    public func document(_ room: Room, user: String, in home: Home, extra: [(String, JSONValue)]) -> [UInt8] {
+    /// The API's room (README, "The authenticated API (v1)"): the seed document with `"UpdatedAt"`
+    /// after the seed keys, spliced in before its closing brace rather than serialised again, and kept
+    /// beside it: the time changes only with the room's values, which give it a new revision.
+    public func apiDocument(_ room: Room, user: String, in home: Home) -> [UInt8] {
+        let key = RoomKey(user: user, room: room.id)
+        let revision = home.revision(of: key)
+        if let cached = documents.withLock({ $0[key] }), cached.revision == revision, cached.room == room,
+           let api = cached.api {
+            return api
+        }
         var bytes = document(room, user: user, in: home)
-        guard !extra.isEmpty, bytes.last == UInt8(ascii: "}") else { return bytes }
-        bytes.removeLast()
-        let members = JSONValue.object(extra).bytes
-        bytes.append(UInt8(ascii: ","))
-        bytes.append(contentsOf: members.dropFirst())
+        if bytes.last == UInt8(ascii: "}") {
+            let updated = home.updatedAt(key).map { JSONValue.string(Timestamp.iso8601($0)) } ?? .null
+            bytes.removeLast()
+            bytes.append(UInt8(ascii: ","))
+            bytes.append(contentsOf: JSONValue.object([("UpdatedAt", updated)]).bytes.dropFirst())
+        }
+        documents.withLock { documents in
+            guard var stored = documents[key], stored.revision == revision, stored.room == room else { return }
+            stored.api = bytes
+            documents[key] = stored
+        }
         return bytes
     }
 

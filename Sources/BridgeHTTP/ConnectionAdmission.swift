@@ -80,7 +80,12 @@ struct ConnectionAdmission: Sendable {
 
     /// The request head of a connection is complete: it is no longer subject to the head deadline.
     mutating func headCompleted(_ id: UInt) {
-        entries[id]?.headComplete = true
+        // Read, change, write back: the optional-chained `entries[id]?.headComplete = true` goes through
+        // Dictionary's unspecialised modify accessor, which allocated three times per request
+        // (docs/performance.md, "The HTTP cost, profiled").
+        guard var entry = entries[id] else { return }
+        entry.headComplete = true
+        entries[id] = entry
     }
 
     /// A request on a connection ended; on a kept-alive connection the next head's deadline starts now.
@@ -113,8 +118,9 @@ struct ConnectionAdmission: Sendable {
     }
 
     private mutating func markClosing(_ id: UInt) {
-        guard let entry = entries[id], !entry.closing else { return }
-        entries[id]?.closing = true
+        guard var entry = entries[id], !entry.closing else { return }
+        entry.closing = true
+        entries[id] = entry
         release(entry.address)
     }
 

@@ -65,12 +65,18 @@ func mhdConnectionNotified(
     let id = UInt(bitPattern: connection)
     // MHD_CONNECTION_NOTIFY_STARTED; Swift imports the enum without named cases.
     if code.rawValue == 0 {
+        let host = CMicroHTTPD_connection_client_address(connection).flatMap(SocketAddressText.host(of:)) ?? ""
+        // Formatted once per connection rather than per request; released below.
+        socketContext?.pointee = Unmanaged.passRetained(ConnectionContext(clientAddress: host)).toOpaque()
         // Counted as the login throttle counts: an IPv4 address, or an IPv6 /64.
-        let address = CMicroHTTPD_connection_client_address(connection).flatMap(SocketAddressText.host(of:))
-            .map(ClientAddress.throttleKey)
-        dispatcher.connections.started(id, address: address ?? "", socket: CMicroHTTPD_connection_socket(connection))
+        dispatcher.connections.started(id, address: host.isEmpty ? "" : ClientAddress.throttleKey(host),
+                                       socket: CMicroHTTPD_connection_socket(connection))
     } else {
         dispatcher.connections.closed(id)
         dispatcher.connectionClosed(id)
+        if let context = socketContext?.pointee {
+            Unmanaged<ConnectionContext>.fromOpaque(context).release()
+            socketContext?.pointee = nil
+        }
     }
 }

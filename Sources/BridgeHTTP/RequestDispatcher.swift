@@ -14,6 +14,10 @@ final class RequestDispatcher: Sendable {
     let connections: ConnectionGuard
     /// Connections whose current request decoded a `%00` in its path or query (see `URLUnescaping`).
     private let withNUL = Mutex<Set<UInt>>([])
+    /// How many connections `withNUL` holds, so that the usual case, none, is checked without its lock
+    /// on every request. A mark is made and read on the connection's own thread (MHD serves a connection
+    /// from one thread), so a count of zero read there never misses that connection's mark.
+    private let marked = Atomic<Int>(0)
 
     init(configuration: HTTPServerConfiguration, handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse) {
         self.handler = handler
@@ -32,7 +36,7 @@ final class RequestDispatcher: Sendable {
     /// First access-handler call of a request: headers are parsed, no body has been read.
     /// Refusing here lets MHD skip the body and close the connection instead of reading it.
     func headersReceived(on connection: MHDConnection) -> MHD_Result {
-        if withNUL.withLock({ $0.remove(UInt(bitPattern: connection.pointer)) != nil }) {
+        if marked.load(ordering: .acquiring) > 0, forgetNUL(UInt(bitPattern: connection.pointer)) {
             return connection.queue(Self.error(status: 400, message: "the request path or query must not contain %00 (NUL)"))
         }
         // The memory limit given to MHD leaves headroom above maxHeaderBytes (see DaemonHandle), so the exact
@@ -48,12 +52,19 @@ final class RequestDispatcher: Sendable {
 
     /// MHD decoded a NUL in the path or query of the request now arriving on `connection`.
     func requestHasNUL(_ connection: UInt) {
-        withNUL.withLock { _ = $0.insert(connection) }
+        if withNUL.withLock({ $0.insert(connection).inserted }) { marked.add(1, ordering: .releasing) }
     }
 
     /// A connection closed: forget a NUL mark its last request may have left (MHD refused it before the handler).
     func connectionClosed(_ connection: UInt) {
-        withNUL.withLock { _ = $0.remove(connection) }
+        if marked.load(ordering: .acquiring) > 0 { _ = forgetNUL(connection) }
+    }
+
+    /// Removes the connection's NUL mark; whether it had one.
+    private func forgetNUL(_ connection: UInt) -> Bool {
+        guard withNUL.withLock({ $0.remove(connection) != nil }) else { return false }
+        marked.subtract(1, ordering: .releasing)
+        return true
     }
 
     /// Last access-handler call of a request: the whole body has been read.
@@ -78,7 +89,7 @@ final class RequestDispatcher: Sendable {
 
     /// Lower-cases names and joins repeated headers the way HTTP allows (`a, b`; cookies with `; `).
     private static func headerDictionary(_ headers: [(name: String, value: String)]) -> [String: String] {
-        var dictionary: [String: String] = [:]
+        var dictionary = [String: String](minimumCapacity: headers.count)
         for header in headers {
             let name = HTTPHeaderName.lowercased(header.name)
             if let existing = dictionary[name] {

@@ -132,7 +132,7 @@ final class ClusterPeers: BridgeFeature {
 
     /// Another instance announced one of our rooms offline: corrected unless it really is.
     private func correctAvailability(_ key: RoomKey, message: MQTTMessage) {
-        guard publisher.ownership.owns(key.user), message.text == "offline", !store.withLock({ $0.offline.contains(key) })
+        guard publisher.ownership.owns(key.user), message.text == "offline", !store.read({ $0.offline.contains(key) })
         else { return }
         publisher.send(message.topic, "online")
     }

@@ -221,7 +221,7 @@ final class StatePublisher: BridgeFeature {
     /// entity when its state arrives), its values and room JSON, and its availability.
     private func publishRetained(user: User, room: Room) -> Int {
         let key = RoomKey(user: user.id, room: room.id)
-        let (home, offline) = store.withLock { ($0.home, $0.offline.contains(key)) }
+        let (home, offline) = store.read { ($0.home, $0.offline.contains(key)) }
         var messages: [(String, String)] = discovery?.configs(user: user, room: room, home: home).map {
             ($0.topic, $0.payload.serialized)
         } ?? []

@@ -73,6 +73,14 @@ static inline const struct sockaddr *CMicroHTTPD_connection_client_address(struc
     return info == NULL ? NULL : info->client_addr;
 }
 
+/* What the connection-notify callback stored in the connection's socket context, or NULL. */
+static inline void *CMicroHTTPD_connection_socket_context(struct MHD_Connection *connection)
+{
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return info == NULL ? NULL : info->socket_context;
+}
+
 /* Size in bytes of the request line plus headers as received, or 0 when MHD cannot tell. */
 static inline size_t CMicroHTTPD_connection_request_header_size(struct MHD_Connection *connection)
 {

@@ -20,12 +20,27 @@ import Testing
         #expect(documents.document(kitchen, user: "1", in: home) == changed)
     }
 
-    @Test func extraMembersAreSplicedAsSerialisingThemWould() throws {
-        let home = Fixtures.home()
+    /// The API's variant: `"UpdatedAt"` spliced in as serialising it would put it, kept with the
+    /// document and made again when the room's values change.
+    @Test func theAPIDocumentIsSplicedAsSerialisingWouldAndFollowsEveryChange() throws {
+        var home = Fixtures.home()
         let kitchen = try #require(home.user(id: "1")?.room(named: "Kitchen"))
-        let extra: [(String, JSONValue)] = [("UpdatedAt", .string("2026-12-01T08:00:00.000Z"))]
-        #expect(RoomDocuments().document(kitchen, user: "1", in: home, extra: extra)
-            == SeedShapes.room(kitchen, user: "1", in: home, extra: extra).bytes)
+        let documents = RoomDocuments()
+        func serialised() -> [UInt8] {
+            let updated = home.updatedAt(RoomKey(user: "1", room: "kitchen")).map { JSONValue.string(Timestamp.iso8601($0)) }
+            return SeedShapes.room(kitchen, user: "1", in: home, extra: [("UpdatedAt", updated ?? .null)]).bytes
+        }
+        let before = documents.apiDocument(kitchen, user: "1", in: home)
+        #expect(before == serialised())
+        #expect(String(decoding: before, as: UTF8.self).hasSuffix(#","UpdatedAt":"1970-01-01T00:00:00.000Z"}"#))
+        #expect(documents.apiDocument(kitchen, user: "1", in: home) == before)
+        home.record(Reading(user: "1", room: "kitchen", sensor: .lights, value: .binary(true)),
+                    at: Date(timeIntervalSince1970: 1_796_112_000))
+        let changed = documents.apiDocument(kitchen, user: "1", in: home)
+        #expect(changed == serialised())
+        #expect(String(decoding: changed, as: UTF8.self).contains(#""UpdatedAt":"2026-12-01T"#))
+        // The seed document beside it is the same room without the member.
+        #expect(documents.document(kitchen, user: "1", in: home) == SeedShapes.room(kitchen, user: "1", in: home).bytes)
     }
 
     /// A room deleted and made again with its id starts again at revision 0: its old document is
