@@ -113,7 +113,7 @@ class SettingsTests:
         self.driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
                                     {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": True})
         self.addCleanup(self.driver.execute_cdp_cmd, "Emulation.clearDeviceMetricsOverride", {})
-        self.rooms_flow("Workshop", "workshop_lamp", "gate_motion_phone", "Garage", phone=width)
+        self.rooms_flow("Workshop", "workshop_lamp", "gate_motion_phone", "Garage", phone=width, as_json=True)
 
     # ---- the rooms flow's steps ----
 
@@ -142,7 +142,9 @@ class SettingsTests:
             page_width = self.driver.execute_script("return document.documentElement.scrollWidth")
             self.assertLessEqual(page_width, phone, f"{what} is wider than a {phone} px phone")
 
-    def rooms_flow(self, name, lamp, device, renamed, phone=None):
+    def rooms_flow(self, name, lamp, device, renamed, phone=None, as_json=False):
+        """The steps, as a user would take them; `as_json`: the light's binding typed as JSON, after a
+        text that isn't JSON (which the page refuses itself, naming the sensor)."""
         room = name.lower()
         self.log_in("Mehmet", "123456")  # an admin: the unbound devices are shown (README, "The settings page")
         token = self.token()
@@ -168,8 +170,17 @@ class SettingsTests:
         self.type_into("#settings-room-name", name)
         self.click(self.find("#settings-room-add-sensor"))
         self.type_into("#settings-room-sensors li:nth-child(2) .sensor-row-name", "Lights")
-        Select(self.find("#settings-room-sensors li:nth-child(2) .sensor-row-kind")).select_by_value("tasmota")
-        self.type_into("#settings-room-sensors li:nth-child(2) .sensor-row-binding", lamp)
+        binding = "#settings-room-sensors li:nth-child(2) .sensor-row-binding"
+        if as_json:
+            Select(self.find("#settings-room-sensors li:nth-child(2) .sensor-row-kind")).select_by_value("json")
+            self.type_into(binding, '{"tasmota": {"topic": ')
+            self.submit_room_form()
+            self.assertTrue(self.text_of("#settings-room-error").startswith("sensors[1]: the binding is not a JSON object"))
+            self.assertNotIn(room, self.detail(token))
+            self.type_into(binding, f'{{"tasmota": {{"topic": "{lamp}"}}}}')
+        else:
+            Select(self.find("#settings-room-sensors li:nth-child(2) .sensor-row-kind")).select_by_value("tasmota")
+            self.type_into(binding, lamp)
         self.submit_room_form()
         self.assertEqual(self.text_of("#settings-room-error"), "")
         self.wait_for(lambda d: room in self.settings_rooms(), message=f"{name} in the list")
@@ -254,3 +265,26 @@ class SettingsTests:
         self.assertNotIn(room, self.detail(token))
         # Its retained availability cleared: an empty message, which mosquitto_sub -v shows as "(null)".
         watcher.wait_for(f"smarthome/2/{room}/availability (null)")
+
+    def test_13_settings_rooms_words(self):
+        """The rooms list's words for each binding and the sensor a device's payload suggests, run in the page."""
+        result = self.driver.execute_async_script("""
+            const done = arguments[arguments.length - 1];
+            import('./js/views/settings-rooms.js').then((rooms) => done({
+              words: ['Gas',
+                      {name: 'Movement', zigbee2mqtt: {device: 'hall', field: 'presence'}},
+                      {name: 'Lights', tasmota: {topic: 'plug', relay: 2}},
+                      {name: 'Lights', shelly: {prefix: 'shellyplus1-a', id: 0}},
+                      {name: 'Lights', esphome: {prefix: 'esp', component: 'switch', object_id: 'lamp'}},
+                      {name: 'Temperature', rtl_433: {model: 'Bresser-6in1', id: '411042499', channel: '1'}, expire_after: '10m'},
+                      {name: 'Lights', mqtt: {command_topic: 'home/lamp/set', state_topic: 'home/lamp'}},
+                      {name: 'Humidity', http: {url: 'http://192.168.1.30/status', value: '/hum'}}].map(rooms.bindingText),
+              suggested: ['{"occupancy":true}', '{"temperature_C":3.5,"model":"x"}', '{"POWER":"ON"}', 'not json', '{}']
+                .map((payload) => rooms.suggestedSensor({payload}))}),
+              (error) => done({error: String(error)}));""")
+        self.assertNotIn("error", result)
+        self.assertEqual(result["words"], [
+            "simulated", "zigbee2mqtt device hall · field presence", "Tasmota plug · relay 2", "Shelly shellyplus1-a · switch 0",
+            "ESPHome esp/switch/lamp", "rtl_433 Bresser-6in1 id 411042499 · channel 1 · stale after 10m",
+            "commands to home/lamp/set · state from home/lamp", "HTTP http://192.168.1.30/status · value /hum"])
+        self.assertEqual(result["suggested"], ["Movement", "Temperature", "Lights", "Temperature", "Temperature"])
