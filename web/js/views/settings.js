@@ -147,7 +147,7 @@ export function render(main, _route, app) {
   const deviceError = h('p', { class: 'form-error', role: 'alert' });
   const refresh = h('button', { type: 'button', class: 'button', id: 'device-refresh' }, 'Refresh');
   devicesSection.append(
-    h('div', { class: 'page-head' }, h('h2', { id: 'devices-title' }, 'Unbound devices'), refresh),
+    h('div', { class: 'page-head' }, h('h2', { id: 'devices-title', tabindex: '-1' }, 'Unbound devices'), refresh),
     h('p', { class: 'hint' }, 'Devices heard on zigbee2mqtt, Tasmota and rtl_433 topics that no sensor is bound to. '
       + 'Bind one to a sensor of a room made here, or put its binding on a sensor in the config.'),
     deviceError, deviceList, deviceEmpty);
