@@ -31,31 +31,45 @@ extension DeviceSource {
 
     /// A message that no binding claimed.
     func noteUnbound(_ message: MQTTMessage) {
-        guard !discovery.isEmpty, !isBoundRTL433(message),
+        guard !discovery.isEmpty,
               let device = UnboundDevices.identify(topic: message.topic, payload: message.payload, zigbeeBase: zigbeeBase),
-              !boundDevices.contains(device.key) else { return }
+              !claims.claim(key: device.key, rtl433: device.rtl433) else { return }
         unbound.withLock { $0.saw(topic: message.topic, payload: message.payload, zigbeeBase: zigbeeBase, at: Date()) }
     }
 
-    /// The zigbee2mqtt and Tasmota devices a binding reads: a bound Tasmota plug's `tele/<topic>/STATE`
-    /// is claimed even when only its `SENSOR` is read.
-    private var boundDevices: Set<String> {
-        let topics = bindings.withLock { Array($0.exactReads.keys) }
-        return Set(topics.compactMap { UnboundDevices.identify(topic: $0, payload: [], zigbeeBase: zigbeeBase)?.key })
+    /// After the bindings changed: the devices they now claim leave the list (a device bound from it
+    /// is no longer unbound).
+    func forgetClaimedDevices() {
+        guard !discovery.isEmpty else { return }
+        let claims = self.claims
+        unbound.withLock { $0.forget { claims.claim(key: $0.key, rtl433: $0.rtl433) } }
     }
 
-    /// Whether an rtl_433 event is from a bound sensor, which claims every event of its model and id
-    /// (and channel), those without the field it reads too.
-    private func isBoundRTL433(_ message: MQTTMessage) -> Bool {
-        guard message.topic.hasPrefix("rtl_433/"), let sensor = UnboundDevices.rtl433Sensor(message.payload) else {
-            return false
-        }
-        let wildcardReads = bindings.withLock { $0.wildcardReads }
-        return wildcardReads.contains { read in
-            read.entries.contains { entry in
-                guard case .rtl433(let model, let id, let channel, _) = entry.extractor else { return false }
-                return model == sensor.model && id == sensor.id && (channel == nil || channel == sensor.channel)
+    /// What the current bindings claim.
+    private var claims: Claims {
+        let (topics, wildcardReads) = bindings.withLock { (Array($0.exactReads.keys), $0.wildcardReads) }
+        return Claims(
+            devices: Set(topics.compactMap { UnboundDevices.identify(topic: $0, payload: [], zigbeeBase: zigbeeBase)?.key }),
+            rtl433: wildcardReads.flatMap { read in
+                read.entries.compactMap { entry -> (model: String, id: String, channel: String?)? in
+                    guard case .rtl433(let model, let id, let channel, _) = entry.extractor else { return nil }
+                    return (model, id, channel)
+                }
+            })
+    }
+
+    /// The zigbee2mqtt and Tasmota devices a binding reads (a bound Tasmota plug's `tele/<topic>/STATE`
+    /// is claimed even when only its `SENSOR` is read), and the rtl_433 sensors bound, which claim
+    /// every event of their model and id (and channel), those without the field they read too.
+    private struct Claims {
+        var devices: Set<String>
+        var rtl433: [(model: String, id: String, channel: String?)]
+
+        func claim(key: String, rtl433 sensor: RTL433Sensor?) -> Bool {
+            if let sensor {
+                return rtl433.contains { $0.model == sensor.model && $0.id == sensor.id && ($0.channel == nil || $0.channel == sensor.channel) }
             }
+            return devices.contains(key)
         }
     }
 

@@ -140,6 +140,7 @@ final class DeviceSource: BridgeFeature, LightSwitch {
             for key in gone { state.roomOnline[key] = nil }
             state.stale = state.stale.filter { new.rooms[$0.room]?.sensors.contains($0) == true }
         }
+        forgetClaimedDevices()
         rebound.request()
         boundNow.request()
         logger.info("devices rebound", ["rooms": String(new.rooms.count), "topics": String(new.filters.count),

@@ -35,4 +35,16 @@ import Testing
         list.saw(topic: "elsewhere/x", payload: [], zigbeeBase: "zigbee2mqtt", at: Date())
         #expect(list.count == 3)
     }
+
+    @Test func devicesABindingNowClaimsAreForgotten() {
+        var list = UnboundDevices()
+        list.saw(topic: "zigbee2mqtt/porch", payload: Array("{}".utf8), zigbeeBase: "zigbee2mqtt", at: Date())
+        list.saw(topic: "rtl_433/host/events", payload: Array(#"{"model":"Acurite-Tower","id":7,"channel":"A"}"#.utf8),
+                 zigbeeBase: "zigbee2mqtt", at: Date())
+        #expect(list.list.compactMap(\.rtl433) == [RTL433Sensor(model: "Acurite-Tower", id: "7", channel: "A")])
+        list.forget { $0.key == "zigbee2mqtt porch" }
+        #expect(list.list.map(\.topic) == ["rtl_433/host/events"])
+        list.forget { $0.rtl433?.id == "7" }
+        #expect(list.count == 0)
+    }
 }

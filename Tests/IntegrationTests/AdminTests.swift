@@ -260,5 +260,20 @@ struct AdminTests {
         let devices = try await Self.unbound(port, token, timeout: 5) { !$0.isEmpty }
         #expect(devices.map { $0["topic"] as? String } == ["rtl_433/testhost/events"], "\(devices)")
         #expect(bridge.log.contains("devices rebound") && !bridge.log.contains("unsubscribed=1"), "\(bridge.log)")
+
+        // A device bound from the list leaves it at once, the others stay until they are bound too.
+        try device.publish("zigbee2mqtt/porch_motion", #"{"occupancy":false}"#)
+        _ = try await Self.unbound(port, token, timeout: 5) { $0.count == 2 }
+        let bound = try await HTTP.send(port, "/api/v1/rooms", method: "POST", body: APITests.json(
+            #"{"name":"Porch","sensors":[{"name":"Movement","zigbee2mqtt":{"device":"porch_motion"}}]}"#), token: token)
+        #expect(bound.status == 201, "\(bound.text)")
+        #expect(try await Self.unbound(port, token).map { $0["topic"] as? String } == ["rtl_433/testhost/events"])
+        let again = try await HTTP.send(port, "/api/v1/rooms", method: "POST", body: APITests.json(
+            #"{"name":"Shed","sensors":[{"name":"Temperature","rtl_433":{"model":"Bresser-6in1","id":"8"}}]}"#), token: token)
+        #expect(again.status == 201, "\(again.text)")
+        #expect(try await Self.unbound(port, token).isEmpty)
+        try device.publish("zigbee2mqtt/porch_motion", #"{"occupancy":true}"#)
+        _ = try await device.waitFor("smarthome/3/porch/movement", payload: "ON")
+        #expect(try await Self.unbound(port, token).isEmpty, "a bound device is not listed again")
     }
 }

@@ -120,3 +120,8 @@ export const guests = () => api('/guests');
 export const createGuest = (guest) => api('/guests', { method: 'POST', body: guest });
 export const deleteGuest = (id) => api(`/guests/${encodeURIComponent(id)}`, { method: 'DELETE' });
 export const unboundDevices = () => api('/devices/unbound');
+/** Every room of the user with its origin (`file` or `api`) and its sensors as the bodies take them (README "Rooms through the API"). */
+export const roomSettings = () => api('/rooms?detail=1');
+export const createRoom = (room) => api('/rooms', { method: 'POST', body: room });
+export const updateRoom = (id, room) => api(`/rooms/${encodeURIComponent(id)}`, { method: 'PUT', body: room });
+export const deleteRoom = (id) => api(`/rooms/${encodeURIComponent(id)}`, { method: 'DELETE' });

@@ -11,12 +11,29 @@ public struct UnboundDevice: Sendable, Equatable {
     /// The last payload, at most `UnboundDevices.maxPayloadBytes` bytes of it, as text.
     public var payload: String
     public var lastSeen: Date
+    /// Which device it is (`zigbee2mqtt hall_motion`), as `UnboundDevices.identify` names it.
+    public var key: String
+    /// For an rtl_433 sensor: its model, id and channel, which a binding claims it by.
+    public var rtl433: RTL433Sensor?
 
     public var json: JSONValue {
         .object([
             ("preset", .string(preset)), ("binding", binding), ("topic", .string(topic)),
             ("payload", .string(payload)), ("lastSeen", .string(Timestamp.iso8601(lastSeen))),
         ])
+    }
+}
+
+/// An rtl_433 sensor as its events name it.
+public struct RTL433Sensor: Sendable, Equatable {
+    public var model: String
+    public var id: String
+    public var channel: String?
+
+    public init(model: String, id: String, channel: String?) {
+        self.model = model
+        self.id = id
+        self.channel = channel
     }
 }
 
@@ -41,37 +58,37 @@ public struct UnboundDevices: Sendable {
     /// The device a message on one of `filters` comes from, and the binding that would claim it; nil
     /// for anything else (zigbee2mqtt's own `bridge` topic, an rtl_433 event without model and id).
     public static func identify(topic: String, payload: [UInt8], zigbeeBase: String)
-        -> (key: String, preset: String, binding: JSONValue)?
+        -> (key: String, preset: String, binding: JSONValue, rtl433: RTL433Sensor?)?
     {
         let levels = topic.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
         let base = zigbeeBase.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
         if levels.count == base.count + 1, Array(levels.prefix(base.count)) == base,
            let device = levels.last, !device.isEmpty, device != "bridge" {
-            return ("zigbee2mqtt \(device)", "zigbee2mqtt", .object([("zigbee2mqtt", .object([("device", .string(device))]))]))
+            return ("zigbee2mqtt \(device)", "zigbee2mqtt", .object([("zigbee2mqtt", .object([("device", .string(device))]))]), nil)
         }
         if levels.count == 3, levels[0] == "tele", levels[2] == "SENSOR" || levels[2] == "STATE", !levels[1].isEmpty {
-            return ("tasmota \(levels[1])", "tasmota", .object([("tasmota", .object([("topic", .string(levels[1]))]))]))
+            return ("tasmota \(levels[1])", "tasmota", .object([("tasmota", .object([("topic", .string(levels[1]))]))]), nil)
         }
         if levels.count == 3, levels[0] == "rtl_433", levels[2] == "events", let sensor = rtl433Sensor(payload) {
             var members: [(String, JSONValue)] = [("model", .string(sensor.model)), ("id", .string(sensor.id))]
             if let channel = sensor.channel { members.append(("channel", .string(channel))) }
             return ("rtl_433 \(sensor.model) \(sensor.id) \(sensor.channel ?? "")", "rtl_433",
-                    .object([("rtl_433", .object(members))]))
+                    .object([("rtl_433", .object(members))]), sensor)
         }
         return nil
     }
 
     /// The sensor an rtl_433 event is from: its `model`, `id` and `channel` as text.
-    public static func rtl433Sensor(_ payload: [UInt8]) -> (model: String, id: String, channel: String?)? {
+    public static func rtl433Sensor(_ payload: [UInt8]) -> RTL433Sensor? {
         guard let object = DevicePayload.json(payload) as? [String: Any],
               let model = DevicePayload.scalarText(object["model"]), let id = DevicePayload.scalarText(object["id"])
         else { return nil }
-        return (model, id, DevicePayload.scalarText(object["channel"]))
+        return RTL433Sensor(model: model, id: id, channel: DevicePayload.scalarText(object["channel"]))
     }
 
     /// Notes a message no binding claimed; ignored unless `identify` knows its device.
     public mutating func saw(topic: String, payload: [UInt8], zigbeeBase: String, at time: Date) {
-        guard let (key, preset, binding) = Self.identify(topic: topic, payload: payload, zigbeeBase: zigbeeBase) else {
+        guard let (key, preset, binding, sensor) = Self.identify(topic: topic, payload: payload, zigbeeBase: zigbeeBase) else {
             return
         }
         if devices[key] == nil, devices.count >= capacity,
@@ -79,7 +96,13 @@ public struct UnboundDevices: Sendable {
             devices[oldest] = nil
         }
         devices[key] = UnboundDevice(preset: preset, binding: binding, topic: topic,
-                                     payload: Self.text(payload), lastSeen: time)
+                                     payload: Self.text(payload), lastSeen: time, key: key,
+                                     rtl433: sensor)
+    }
+
+    /// Forgets the devices a binding now claims, so that a device just bound leaves the list.
+    public mutating func forget(where claimed: (UnboundDevice) -> Bool) {
+        devices = devices.filter { !claimed($0.value) }
     }
 
     /// Newest first.

@@ -1,19 +1,23 @@
-// The list both the alarms and the watchdogs pages show: each item with its on/off switch, Edit, and
-// Delete after a confirmation; reloaded from the API, every change announced. Class names are the
-// page's prefix plus the control (`alarm-toggle`, `watchdog-delete`), which the styles and tests use.
+// The list the alarms, the watchdogs and the settings page's rooms show: each item with its on/off
+// switch (when it has one), Edit, and Delete after a confirmation; reloaded from the API, every change
+// announced. Class names are the page's prefix plus the control (`alarm-toggle`, `watchdog-delete`),
+// which the styles and tests use.
 
 import { h } from '../dom.js';
 
 /**
  * @param options.prefix   `alarm` or `watchdog`
  * @param options.noun     `alarm` or `watchdog`, for "Delete this alarm?"
- * @param options.load     () => Promise<items>;  options.toggle / options.remove: (uuid) => Promise
+ * @param options.load     () => Promise<items>;  options.toggle / options.remove: (uuid) => Promise;
+ *                         without `toggle` the items have no on/off switch
+ * @param options.editable (item) => whether it has Edit and Delete (default: every item)
  * @param options.content  (item) => the item's icon and text, as children of its row
  * @param options.itemData (item) => extra attributes of its row (e.g. `data-state`)
  * @param options.onEdit   (item) => void;  options.onRemoved: (item) => void, before the reload
  * @param options.heading  the page's heading, focused after a delete
  */
-export function editableList({ prefix, noun, load, toggle, remove, content, itemData = () => ({}), onEdit, onRemoved, heading }) {
+export function editableList({ prefix, noun, load, toggle, remove, content, itemData = () => ({}), editable = () => true,
+  onEdit, onRemoved, heading }) {
   let items = [];
   let confirming = null;  // the uuid whose delete waits for confirmation
   const list = h('ul', { class: 'alarm-list', id: `${prefix}-list`, 'aria-busy': 'true' });
@@ -23,14 +27,15 @@ export function editableList({ prefix, noun, load, toggle, remove, content, item
   const focus = (uuid, control) => list.querySelector(`[data-uuid="${uuid}"] .${prefix}-${control}`)?.focus();
 
   function row(item) {
-    const onOff = h('button', {
+    const onOff = toggle && h('button', {
       type: 'button', role: 'switch', class: `switch ${prefix}-toggle`, 'aria-checked': String(item.isEnabled),
       'aria-label': `${item.title} enabled`,
     }, h('span', { class: 'switch-track', 'aria-hidden': 'true' }, h('span', { class: 'switch-thumb' })),
     h('span', { class: 'switch-text', 'aria-hidden': 'true' }, item.isEnabled ? 'On' : 'Off'));
-    onOff.addEventListener('click', () => flip(item, onOff));
-    const element = h('li', { class: `alarm ${prefix}`, 'data-uuid': item.uuid, 'data-enabled': String(item.isEnabled), ...itemData(item) },
-      ...content(item), onOff);
+    onOff?.addEventListener('click', () => flip(item, onOff));
+    const element = h('li', { class: `alarm ${prefix}`, 'data-uuid': item.uuid, 'data-enabled': toggle && String(item.isEnabled),
+      ...itemData(item) }, ...content(item), onOff);
+    if (!editable(item)) return element;
     if (confirming === item.uuid) {
       const yes = h('button', { type: 'button', class: `button button-danger ${prefix}-confirm` }, 'Delete');
       const no = h('button', { type: 'button', class: `button ${prefix}-keep` }, 'Keep');

@@ -1,10 +1,12 @@
-// Settings (README "Managing the home"): guests (create with rooms, access and how long; list with a
-// copyable login link; revoke) and, for admins, the devices heard that no binding claims. Like the
-// other forms, the bridge validates and its message is shown as it is.
+// Settings (README "Managing the home"): rooms, sensors and their bindings (settings-rooms.js), guests
+// (create with rooms, access and how long; list with a copyable login link; revoke) and, for admins,
+// the devices heard that no binding claims, each bound to a sensor with a click. Like the other
+// forms, the bridge validates and its message is shown as it is.
 
 import * as API from '../api.js';
 import * as store from '../store.js';
 import { h } from '../dom.js';
+import { roomsSection } from './settings-rooms.js';
 
 const DURATIONS = [
   ['3600', '1 hour'], ['86400', '1 day'], ['259200', '3 days'], ['604800', '1 week'], ['2592000', '30 days'],
@@ -38,9 +40,12 @@ export function render(main, _route, app) {
   const controller = new AbortController();
   const session = API.currentSession();
 
-  // Rooms, sensors and their bindings are managed here too, once the bridge offers it: their section
-  // goes into this place, above the guests.
-  const roomsSection = h('section', { class: 'settings-section', id: 'settings-rooms', hidden: true });
+  // ---- rooms ----
+  const rooms = roomsSection({
+    heading: () => main.querySelector('#rooms-title'),
+    // The guests' room choice, the rooms page and the menus of other pages know the rooms too.
+    onChanged: () => { fillRoomBoxes().catch(() => {}); },
+  });
 
   // ---- guests ----
   const roomBoxes = h('fieldset', { class: 'field day-picker', id: 'guest-rooms' }, h('legend', {}, 'Rooms'));
@@ -142,17 +147,33 @@ export function render(main, _route, app) {
   const deviceError = h('p', { class: 'form-error', role: 'alert' });
   const refresh = h('button', { type: 'button', class: 'button', id: 'device-refresh' }, 'Refresh');
   devicesSection.append(
-    h('div', { class: 'page-head' }, h('h2', { id: 'devices-title' }, 'Unbound devices'), refresh),
+    h('div', { class: 'page-head' }, h('h2', { id: 'devices-title', tabindex: '-1' }, 'Unbound devices'), refresh),
     h('p', { class: 'hint' }, 'Devices heard on zigbee2mqtt, Tasmota and rtl_433 topics that no sensor is bound to. '
-      + 'Put the binding on a sensor in the config to use one.'),
+      + 'Bind one to a sensor of a room made here, or put its binding on a sensor in the config.'),
     deviceError, deviceList, deviceEmpty);
 
   function deviceItem(device) {
-    return h('li', { class: 'alarm device', 'data-topic': device.topic, 'data-preset': device.preset },
+    const bind = h('button', { type: 'button', class: 'button device-bind', 'aria-label': `Bind ${device.topic}` }, 'Bind');
+    const actions = h('div', { class: 'alarm-actions' }, bind);
+    const item = h('li', { class: 'alarm device', 'data-topic': device.topic, 'data-preset': device.preset },
       h('div', { class: 'alarm-main' },
         h('span', { class: 'alarm-title device-binding' }, JSON.stringify(device.binding)),
         h('span', { class: 'alarm-meta' }, `${device.topic} · last heard ${seen.format(new Date(device.lastSeen))}`),
-        h('code', { class: 'device-payload' }, device.payload)));
+        h('code', { class: 'device-payload' }, device.payload)),
+      actions);
+    bind.addEventListener('click', () => {
+      const panel = rooms.bindPanel(device, {
+        done: async () => {
+          app.notify(`${device.topic} is bound.`);
+          await reloadDevices();
+          main.querySelector('#devices-title')?.focus();
+        },
+        cancel: () => { panel.replaceWith(actions); bind.focus(); },
+      });
+      actions.replaceWith(panel);
+      panel.querySelector('select')?.focus();
+    });
+    return item;
   }
 
   const reloadDevices = () => fill({ list: deviceList, empty: deviceEmpty, error: deviceError, item: deviceItem,
@@ -160,18 +181,26 @@ export function render(main, _route, app) {
   refresh.addEventListener('click', reloadDevices);
 
   main.append(h('div', { class: 'page-head' }, h('h1', { id: 'settings-title', tabindex: '-1' }, 'Settings')),
-    roomsSection, guestsSection, devicesSection);
+    rooms.section, guestsSection, devicesSection);
+
+  /** The guests' room choice, from the bridge's list of rooms (again after a room changed); ticks kept. */
+  async function fillRoomBoxes({ force = true } = {}) {
+    const list = await store.loadRooms({ force });
+    if (controller.signal.aborted) return;
+    const ticked = new Set([...roomBoxes.querySelectorAll('input:checked')].map((box) => box.value));
+    roomBoxes.querySelectorAll('.field-check').forEach((box) => box.remove());
+    roomBoxes.append(...list.map((room) => h('span', { class: 'field-check' },
+      h('input', { type: 'checkbox', id: `guest-room-${room.id}`, name: 'rooms', value: room.id, checked: ticked.has(room.id) }),
+      h('label', { for: `guest-room-${room.id}` }, room.name))));
+  }
 
   (async () => {
     try {
-      const rooms = await store.loadRooms();
-      if (controller.signal.aborted) return;
-      roomBoxes.append(...rooms.map((room) => h('span', { class: 'field-check' },
-        h('input', { type: 'checkbox', id: `guest-room-${room.id}`, name: 'rooms', value: room.id }),
-        h('label', { for: `guest-room-${room.id}` }, room.name))));
+      await fillRoomBoxes({ force: false });
     } catch (problem) {
       error.textContent = problem.message;
     }
+    await rooms.reload();
     await reload();
     if (session?.admin) await reloadDevices();
   })();
