@@ -182,6 +182,13 @@ struct PostgresClusterTests {
                 _ = try await rooms.waitFor(timeout: timeout) { _ in rooms.messages.dropFirst(after).contains(where: predicate) }
             }
 
+            // The owner switches the light on before it dies: the taker keeps it on (the database's last value).
+            let token = try await APITests.token(bridges[0].httpPort, "user\(user)", "12345")
+            let switched = try await HTTP.send(bridges[2].httpPort, "/api/v1/rooms/kitchen/lights", method: "POST",
+                                               body: Data(#"{"state":"ON"}"#.utf8), token: token)
+            #expect(switched.status == 200, "\(switched.text)")
+            try await Task.sleep(for: .seconds(1.5))
+
             bridges[2].signal(SIGKILL)
             _ = bridges[2].waitForExit(timeout: 5)
             let killed = rooms.messages.count
@@ -192,9 +199,11 @@ struct PostgresClusterTests {
             let taker = try #require(try holder())
             #expect(taker == 0 || taker == 1)
             #expect(bridges[Int(taker)].log.contains("cluster leases changed"))
+            #expect(bridges[Int(taker)].log.contains("sources follow the leases"), "the taker's sources took the user")
+            #expect(rooms.messages.dropFirst(killed).filter { $0.topic == lights }.map(\.text) == ["ON"],
+                    "the taker announces the light as the owner left it")
 
             // A light command through the other live instance is relayed to the holder and applied once.
-            let token = try await APITests.token(bridges[0].httpPort, "user\(user)", "12345")
             let before = rooms.messages.count
             let other = 1 - Int(taker)
             let reply = try await HTTP.send(bridges[other].httpPort, "/api/v1/rooms/kitchen/lights", method: "POST",
