@@ -162,6 +162,20 @@ struct PostgresClusterTests {
         bridges[2] = try await Self.start(2, broker: broker, url: url, lease: "3s")
         #expect(try await Self.waitUntilHeld(by: 2, holder) == 2, "rebalanced to the hash owner")
         #expect(bridges[Int(taker)].log.contains("handed_back="))
+
+        // Killed again the moment it holds the user, before the others' next round has seen that:
+        // its rooms are still announced `offline` for it (who held what is read from the database).
+        let availability = try await TestSubscriber(broker: broker, subscribe: ["smarthome/\(user)/kitchen/availability"],
+                                                    name: "availability")
+        try await availability.waitFor("smarthome/\(user)/kitchen/availability")
+        let seen = availability.messages.count
+        bridges[2].signal(SIGKILL)
+        _ = bridges[2].waitForExit(timeout: 5)
+        _ = try? await availability.waitFor(timeout: 8) { _ in
+            availability.messages.dropFirst(seen).contains { $0.text == "offline" }
+        }
+        #expect(availability.messages.dropFirst(seen).contains { $0.text == "offline" },
+                "announced offline for the killed holder")
     }
 
     /// Leases (docs/scaling.md): a killed instance's rooms publish again from the instance that
