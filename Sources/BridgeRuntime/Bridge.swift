@@ -124,7 +124,7 @@ public final class Bridge: Sendable {
         }
         let homieFeature = try homie.map {
             try HomieFeature(configuration: configuration, brokerURL: broker, devices: $0, store: store, broker: mqtt,
-                             logger: logger)
+                             ownership: ownership, logger: logger)
         }
         if let homieFeature { bus.subscribe(homieFeature) }
         let sessions = try SessionService(configuration: configuration, database: database, events: events,
@@ -165,6 +165,7 @@ public final class Bridge: Sendable {
             }
             layout.ownershipChanged(change)
             if !change.taken.isEmpty { publisher.publishTakenOver(change.taken) }
+            homieFeature?.ownershipChanged(change)
         }
         let rooms = RoomManager(rules: rules, rows: keptRooms,
                                 store: managedRooms, home: store, layout: layout)

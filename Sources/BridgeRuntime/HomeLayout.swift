@@ -83,7 +83,6 @@ final class HomeLayout: Sendable {
             if users.contains(where: { moved.contains($0.id) && $0.rooms.contains { !$0.bindings.isEmpty } }) {
                 devices.rebind(users: owned)
             }
-            changed()
             logger.info("sources follow the leases", ["users": String(owned.count),
                                                      "rooms": String(owned.reduce(0) { $0 + $1.rooms.count })])
         }
