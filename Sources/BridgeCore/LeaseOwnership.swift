@@ -26,6 +26,9 @@ public enum LeaseOwnership {
         }
 
         public func isHeld(at now: Double) -> Bool { expiresAt > now }
+
+        /// Handed back by its holder (not merely run out).
+        public var isReleased: Bool { expiresAt == 0 }
     }
 
     /// What this instance does about one user's lease in this round.

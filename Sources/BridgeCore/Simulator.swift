@@ -26,7 +26,7 @@ public struct Simulator: Sendable {
     }
 
     private var generator: SeededGenerator
-    private var rooms: [RoomState] = []
+    private var roomStates: [RoomState] = []
 
     /// - Parameters:
     ///   - users: whose rooms to simulate, in this order (the order is part of the sequence).
@@ -37,7 +37,7 @@ public struct Simulator: Sendable {
             for room in user.rooms {
                 let temperature = Double.random(in: Simulator.temperatureRange, using: &generator)
                 let humidity = Double.random(in: Simulator.humidityRange, using: &generator)
-                rooms.append(
+                roomStates.append(
                     RoomState(
                         key: RoomKey(user: user.id, room: room.id),
                         sensors: room.sensors,
@@ -53,8 +53,8 @@ public struct Simulator: Sendable {
     /// their state and take the new sensor lists, new rooms start inside the ranges. Returns the
     /// first value of every sensor that was not simulated before.
     public mutating func reshape(users: [User]) -> [Reading] {
-        let previous = Dictionary(rooms.map { ($0.key, $0) }, uniquingKeysWith: { first, _ in first })
-        rooms = []
+        let previous = Dictionary(roomStates.map { ($0.key, $0) }, uniquingKeysWith: { first, _ in first })
+        roomStates = []
         var first: [Reading] = []
         for user in users {
             for room in user.rooms {
@@ -65,7 +65,7 @@ public struct Simulator: Sendable {
                     humidity: Double.random(in: Simulator.humidityRange, using: &generator))
                 let known = Set(state.sensors)
                 state.sensors = room.sensors
-                rooms.append(state)
+                roomStates.append(state)
                 first += room.sensors.filter { !known.contains($0) }.map { sensor in
                     Reading(user: user.id, room: room.id, sensor: sensor, value: currentValue(sensor, of: state))
                 }
@@ -74,9 +74,12 @@ public struct Simulator: Sendable {
         return first
     }
 
+    /// The rooms simulated, in the order they are stepped.
+    public var rooms: [RoomKey] { roomStates.map(\.key) }
+
     /// The first value of every sensor, lights off.
     public func initialReadings() -> [Reading] {
-        rooms.flatMap { room in
+        roomStates.flatMap { room in
             room.sensors.map { sensor in
                 Reading(user: room.key.user, room: room.key.room, sensor: sensor, value: currentValue(sensor, of: room))
             }
@@ -87,10 +90,10 @@ public struct Simulator: Sendable {
     /// (lights excluded); callers publish only those that changed.
     public mutating func step() -> [Reading] {
         var readings: [Reading] = []
-        readings.reserveCapacity(rooms.count * 3)
-        for index in rooms.indices {
-            Simulator.advance(&rooms[index], using: &generator)
-            let room = rooms[index]
+        readings.reserveCapacity(roomStates.count * 3)
+        for index in roomStates.indices {
+            Simulator.advance(&roomStates[index], using: &generator)
+            let room = roomStates[index]
             for sensor in room.sensors where sensor != .lights {
                 readings.append(
                     Reading(user: room.key.user, room: room.key.room, sensor: sensor, value: currentValue(sensor, of: room))

@@ -10,4 +10,7 @@ public enum MQTTTopicFilter {
         let rc = mosquitto_topic_matches_sub(filter, topic, &result)
         return rc == Int32(MOSQ_ERR_SUCCESS.rawValue) && result
     }
+
+    /// Whether `filter` has a wildcard (`+` or `#`), rather than naming one topic.
+    public static func isWildcard(_ filter: String) -> Bool { filter.contains("+") || filter.contains("#") }
 }

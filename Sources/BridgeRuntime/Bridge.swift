@@ -74,12 +74,15 @@ public final class Bridge: Sendable {
         let discovery = configuration.homeAssistant.discovery ? identity : nil
         let store = HomeStore(home: Home(users: configuration.users))
         let online = OnlineInstances()
-        // On PostgreSQL, what a user's owner does follows the lease (docs/scaling.md, "Leases"), so
-        // the sources read every user and the controller keeps the owned users' readings.
+        // On PostgreSQL, what a user's owner does follows the lease (docs/scaling.md, "Leases"): the
+        // sources start with nobody and follow the leases this instance takes and hands back.
         let byLease = clustered && database.url.isPostgres
         let ownership = Ownership(membership: configuration.cluster.membership,
                                   leases: byLease ? LeaseStore(database: database) : nil)
-        let sourced = byLease ? configuration : configuration.owned
+        // The users this instance may act for (every user by lease), and those it owns now.
+        let actsFor = byLease ? configuration : configuration.owned
+        var sourced = configuration
+        sourced.users = configuration.users.filter { ownership.owns($0.id) }
         let publisher = StatePublisher(configuration: configuration, store: store, broker: mqtt, logger: logger,
                                        discovery: discovery, startedAt: startedAt, othersOnline: { !online.isEmpty },
                                        ownership: ownership)
@@ -91,7 +94,8 @@ public final class Bridge: Sendable {
             ? RestSource(configuration: sourced, controller: controller,
                          client: UpstreamClient(source: configuration.source), logger: logger)
             : SimulatedSource(configuration: sourced, controller: controller, broker: mqtt, logger: logger)
-        let devices = try DeviceSource(configuration: sourced, controller: controller, bridgeBroker: mqtt,
+        let devices = try DeviceSource(configuration: actsFor, bound: sourced.users, controller: controller,
+                                       bridgeBroker: mqtt,
                                        bridgeBrokerAddress: broker.description, router: router, logger: logger)
         let sourceSwitch = source.lightSwitch
         let homie = configuration.homie.enabled
@@ -114,13 +118,13 @@ public final class Bridge: Sendable {
         let observer = SensorObserver()
         // This instance's users (another notifies for its own); on PostgreSQL every user, as only the
         // owned users' events and availability reach the state bus.
-        let notifier = Notifier(users: sourced.users, settings: configuration.notify, logger: logger)
+        let notifier = Notifier(users: actsFor.users, settings: configuration.notify, logger: logger)
         for subscriber in [recorder, events, commands, groups, observer, notifier] as [any StateSubscriber] {
             bus.subscribe(subscriber)
         }
         let homieFeature = try homie.map {
             try HomieFeature(configuration: configuration, brokerURL: broker, devices: $0, store: store, broker: mqtt,
-                             logger: logger)
+                             ownership: ownership, logger: logger)
         }
         if let homieFeature { bus.subscribe(homieFeature) }
         let sessions = try SessionService(configuration: configuration, database: database, events: events,
@@ -142,18 +146,27 @@ public final class Bridge: Sendable {
         let leases = byLease
             ? LeaseKeeper(store: LeaseStore(database: database), configuration: configuration, ownership: ownership,
                           logger: logger) : nil
-        // Users taken over get their retained state, Home Assistant configs and availability at once.
-        ownership.onChange { change in
-            if !change.taken.isEmpty { publisher.publishTakenOver(change.taken) }
-        }
         let announced = AnnouncedConfigStore(database: database,
                                              instance: database.url.isPostgres ? configuration.cluster.index : 0)
         let scheduler = AlarmScheduler(store: alarmStore, schedule: schedule, controller: controller, commands: commands,
                                        replication: replication, leases: leases, logger: logger)
         let layout = HomeLayout(store: store, source: source, devices: devices, publisher: publisher, discovery: discovery,
-                                announced: announced, sourced: { [membership = configuration.cluster.membership] user in
-                                    byLease || membership.owns(user) }, logger: logger,
+                                announced: announced, sourced: { ownership.owns($0) }, logger: logger,
                                 changed: { homieFeature?.roomsChanged() })
+        // Users taken over start from what the database last had (their lights above all), the sources
+        // follow, and their retained state, Home Assistant configs and availability go out at once.
+        ownership.onChange { [history, controller] change in
+            if !change.taken.isEmpty {
+                do {
+                    _ = controller.restore(try history.lastValues().filter { change.taken.contains($0.user) })
+                } catch {
+                    logger.warning("cannot read the last values of the users taken over", ["error": "\(error)"])
+                }
+            }
+            layout.ownershipChanged(change)
+            if !change.taken.isEmpty { publisher.publishTakenOver(change.taken) }
+            homieFeature?.ownershipChanged(change)
+        }
         let rooms = RoomManager(rules: rules, rows: keptRooms,
                                 store: managedRooms, home: store, layout: layout)
         let users = clustered ? nil : UserAdministration(database: database, home: store, rooms: rooms,

@@ -33,6 +33,10 @@ final class ClusterPeers: BridgeFeature {
     private let online: OnlineInstances
     private let stopping = Atomic<Bool>(false)
     private let replicatesRevocations: Bool
+    /// Instances seen going offline whose rooms this instance announces `offline`: in `run()`, as
+    /// by lease who acted for which user is read from the database, never on the event loop.
+    private let wentOffline = Mutex<Set<Int>>([])
+    private let offlineSeen = CoalescedSignal()
 
     init(configuration: BridgeConfiguration, broker: BrokerURL, store: HomeStore, publisher: StatePublisher,
          sessions: SessionService, online: OnlineInstances, replicatesRevocations: Bool, logger: Logger) throws {
@@ -70,8 +74,15 @@ final class ClusterPeers: BridgeFeature {
     }
 
     /// Connects the presence connection (it only holds the will; it never publishes) and drains
-    /// its events until cancelled.
+    /// its events until cancelled; announces the rooms of instances that went offline.
     func run() async {
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.announceOffline() }
+            group.addTask { await self.holdPresence() }
+        }
+    }
+
+    private func holdPresence() async {
         do {
             try presence.start()
         } catch {
@@ -79,6 +90,22 @@ final class ClusterPeers: BridgeFeature {
             return
         }
         for await _ in presence.events {}
+    }
+
+    /// Announces the rooms of the instances that went offline, unless they came back meanwhile.
+    private func announceOffline() async {
+        for await _ in offlineSeen.requests {
+            if Task.isCancelled || stopping.load(ordering: .relaxed) { return }
+            let instances = wentOffline.withLock { pending in
+                defer { pending = [] }
+                return pending
+            }
+            for instance in instances.sorted() where !online.contains(instance) {
+                let rooms = publisher.announceRoomsOffline(ofInstance: instance)
+                logger.info("announced the offline instance's rooms unavailable",
+                            ["instance": String(instance), "rooms": String(rooms)])
+            }
+        }
     }
 
     /// From now on an `offline` is ours to say, not to correct; the presence connection is
@@ -124,9 +151,8 @@ final class ClusterPeers: BridgeFeature {
         guard changed || message.retain, !stopping.load(ordering: .relaxed) else { return }
         logger.warning("cluster instance offline", ["instance": String(instance)])
         if announce {
-            let rooms = publisher.announceRoomsOffline(ofInstance: instance)
-            logger.info("announced the offline instance's rooms unavailable",
-                        ["instance": String(instance), "rooms": String(rooms)])
+            wentOffline.withLock { _ = $0.insert(instance) }
+            offlineSeen.request()
         }
     }
 

@@ -63,10 +63,12 @@ final class DeviceSource: BridgeFeature, LightSwitch {
     private let http: URLSession
 
     /// - Parameters:
-    ///   - configuration: the users this instance owns.
+    ///   - configuration: the users this instance may act for (their admins hear unbound devices).
+    ///   - bound: the users whose bound sensors are read from the start (those it owns now; by
+    ///     lease, nobody before the first round), `configuration`'s when nil.
     ///   - bridgeBroker: the bridge's connection, used when `devices.mqtt.url` is not set.
-    init(configuration: BridgeConfiguration, controller: HomeController, bridgeBroker: any BrokerLink,
-         bridgeBrokerAddress: String, router: MessageRouter? = nil, logger: Logger) throws {
+    init(configuration: BridgeConfiguration, bound: [User]? = nil, controller: HomeController,
+         bridgeBroker: any BrokerLink, bridgeBrokerAddress: String, router: MessageRouter? = nil, logger: Logger) throws {
         self.router = router
         self.controller = controller
         self.logger = logger
@@ -74,7 +76,7 @@ final class DeviceSource: BridgeFeature, LightSwitch {
         defaultInterval = max(configuration.source.interval, 1)
         source = configuration.source
         zigbeeBase = configuration.devices.zigbeeBaseTopic
-        bindings = Mutex(DeviceBindings(users: configuration.users, zigbeeBase: configuration.devices.zigbeeBaseTopic))
+        bindings = Mutex(DeviceBindings(users: bound ?? configuration.users, zigbeeBase: configuration.devices.zigbeeBaseTopic))
         discovery = configuration.users.contains(where: \.isAdmin) ? UnboundDevices.filters(zigbeeBase: zigbeeBase) : []
         let session = URLSessionConfiguration.ephemeral
         session.requestCachePolicy = .reloadIgnoringLocalCacheData

@@ -79,8 +79,8 @@ final class HistoryRecorder: BridgeFeature, StateSubscriber {
             logger.error("cannot record history", ["rows": String(batch.count), "error": error.description,
                                                    "kept": String(error.connectionLost)])
             // The database was unreachable (PostgreSQL restarting): the batch is written with the
-            // next one. Nothing of it was committed, unless the connection broke during its COMMIT,
-            // the one case where it may be written twice (README "PostgreSQL").
+            // next one. Nothing of it was committed, unless the connection broke during its COMMIT;
+            // then its readings are already there and are not recorded twice (README "PostgreSQL").
             if error.connectionLost { enqueue(batch, first: true) }
         }
     }

@@ -14,8 +14,8 @@ final class HomeLayout: Sendable {
     private let publisher: StatePublisher
     private let discovery: HomeAssistantDiscovery?
     private let announced: AnnouncedConfigStore
-    /// Whose rooms the sources produce for: the owned users by hash; every user by lease, whose
-    /// readings the controller keeps only for the users owned now (docs/scaling.md, "Leases").
+    /// Whose rooms the sources produce for: the users this instance owns (by hash, or those whose
+    /// lease it holds now: docs/scaling.md, "Leases").
     private let sourced: @Sendable (_ user: String) -> Bool
     private let logger: Logger
     /// Told after each change (Homie sends its descriptions again).
@@ -49,10 +49,9 @@ final class HomeLayout: Sendable {
             }
             let owned = users.filter { sourced($0.id) }
             let first = source.roomsChanged(owned)
-            let now = Date()
             store.withLock { state in
                 state.home.setUsers(users)
-                for reading in first { state.home.record(reading, at: now) }
+                Self.start(first, in: &state)
                 for (user, room) in diff.removed { state.offline.remove(RoomKey(user: user.id, room: room.id)) }
             }
             publisher.roomDocuments.forget(diff.removed.map { RoomKey(user: $0.user.id, room: $0.room.id) })
@@ -67,6 +66,34 @@ final class HomeLayout: Sendable {
             logger.info("rooms changed", ["added": String(diff.added.count), "removed": String(diff.removed.count),
                                           "changed": String(diff.changed.count), "messages": String(messages)])
             return diff
+        }
+    }
+
+    /// The users this instance owns changed (a lease taken or handed back; docs/scaling.md,
+    /// "Leases"): the source simulates or polls, and the devices are read, for the owned users only,
+    /// so an instance does the work of its own users and not every user's. Called before a lease is
+    /// handed back and after one is taken.
+    func ownershipChanged(_ change: Ownership.Change) {
+        serial.withLock { _ in
+            let users = store.home.users
+            let owned = users.filter { sourced($0.id) }
+            let first = source.roomsChanged(owned)
+            store.withLock { Self.start(first, in: &$0) }
+            let moved = change.taken.union(change.released)
+            if users.contains(where: { moved.contains($0.id) && $0.rooms.contains { !$0.bindings.isEmpty } }) {
+                devices.rebind(users: owned)
+            }
+            logger.info("sources follow the leases", ["users": String(owned.count),
+                                                     "rooms": String(owned.reduce(0) { $0 + $1.rooms.count })])
+        }
+    }
+
+    /// A source's first values for sensors it did not read before, where the home has none: a
+    /// user taken over keeps what the database last had (lights above all), not a fresh start.
+    private static func start(_ first: [Reading], in state: inout HomeStore.State) {
+        let now = Date()
+        for reading in first where state.home.value(of: reading.sensor, in: RoomKey(user: reading.user, room: reading.room)) == nil {
+            state.home.record(reading, at: now)
         }
     }
 }

@@ -16,10 +16,16 @@ final class HomieFeature: BridgeFeature, StateSubscriber {
     private let store: HomeStore
     private let outbound: Outbound
     private let broker: any BrokerLink
-    private let membership: ClusterMembership
+    /// Whose devices this instance publishes: the users it owns, by hash or by lease
+    /// (docs/scaling.md, "Leases").
+    private let ownership: Ownership
     private let presence: MQTTClient
     private let logger: Logger
     private let republishing = CoalescedSignal()
+    /// Users taken over by a lease round and not yet published, and whether the root device's
+    /// children changed since it was last described.
+    private let takenOver = Mutex<(users: Set<String>, rootChanged: Bool)>(([], false))
+    private let ownershipMoved = CoalescedSignal()
     /// Sensors beyond the configured ones already in a description: at most the sensors an
     /// upstream reports, which `Home` keeps anyway.
     private let described = Mutex<Set<RoomSensor>>([])
@@ -30,12 +36,12 @@ final class HomieFeature: BridgeFeature, StateSubscriber {
     }
 
     init(configuration: BridgeConfiguration, brokerURL: BrokerURL, devices: HomieDevices, store: HomeStore,
-         broker: any BrokerLink, logger: Logger) throws {
+         broker: any BrokerLink, ownership: Ownership? = nil, logger: Logger) throws {
         self.devices = devices
         self.store = store
         self.broker = broker
         self.logger = logger
-        membership = configuration.cluster.membership
+        self.ownership = ownership ?? Ownership(membership: configuration.cluster.membership, leases: nil)
         outbound = Outbound(broker: broker, qos: configuration.mqtt.qos, logger: logger)
         var presenceConfiguration = try Bridge.mqttConfiguration(configuration, broker: brokerURL, logger: logger)
         presenceConfiguration.clientID = configuration.clientID + "-homie"
@@ -45,7 +51,7 @@ final class HomieFeature: BridgeFeature, StateSubscriber {
         presence = try MQTTClient(configuration: presenceConfiguration)
     }
 
-    private var ownedUsers: [User] { store.home.users.filter { membership.owns($0.id) } }
+    private var ownedUsers: [User] { store.home.users.filter { ownership.owns($0.id) } }
 
     func connected() {
         republishing.request()
@@ -55,6 +61,18 @@ final class HomieFeature: BridgeFeature, StateSubscriber {
     /// sent again (`init`, the description, the values, `ready`), as Homie wants for a changed one.
     func roomsChanged() {
         republishing.request()
+    }
+
+    /// A lease round moved users (docs/scaling.md, "Leases"): the root device is described again
+    /// with this instance's users as its children, and the devices of the users taken over are
+    /// published (`init`, description, values, `ready`); their old owner's root no longer lists them.
+    func ownershipChanged(_ change: Ownership.Change) {
+        takenOver.withLock { pending in
+            pending.users.formUnion(change.taken)
+            pending.users.subtract(change.released)
+            pending.rootChanged = true
+        }
+        ownershipMoved.request()
     }
 
     func run() async {
@@ -75,7 +93,18 @@ final class HomieFeature: BridgeFeature, StateSubscriber {
             group.addTask {
                 for await _ in self.republishing.requests {
                     if Task.isCancelled { break }
-                    await self.publishDevices()
+                    await self.publishDevices(self.ownedUsers)
+                }
+            }
+            group.addTask {
+                for await _ in self.ownershipMoved.requests {
+                    if Task.isCancelled { break }
+                    let (taken, rootChanged) = self.takenOver.withLock { pending in
+                        defer { pending = ([], false) }
+                        return pending
+                    }
+                    if rootChanged { self.sendRoot(state: "ready") }
+                    await self.publishDevices(self.ownedUsers.filter { taken.contains($0.id) })
                 }
             }
         }
@@ -92,10 +121,10 @@ final class HomieFeature: BridgeFeature, StateSubscriber {
         }
     }
 
-    /// Every owned user's device, user by user, waiting for the broker in between like the retained
+    /// These users' devices, user by user, waiting for the broker in between like the retained
     /// state (`StatePublisher.backlogLimit`).
-    private func publishDevices() async {
-        for user in ownedUsers {
+    private func publishDevices(_ users: [User]) async {
+        for user in users {
             await broker.waitForBacklog(below: StatePublisher.backlogLimit)
             if Task.isCancelled { return }
             let home = store.home

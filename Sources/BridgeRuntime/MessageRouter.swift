@@ -30,12 +30,47 @@ final class MessageRouter: Sendable {
             }
         }
 
-        private func isWildcard(_ filter: String) -> Bool { filter.contains("+") || filter.contains("#") }
+        private func isWildcard(_ filter: String) -> Bool { MQTTTopicFilter.isWildcard(filter) }
     }
 
     private let broker: any BrokerLink
     private let logger: Logger
     private let routes = Mutex(Routes())
+    /// Filters unsubscribed and not subscribed again, the newest last, at most `unsubscribedLimit`:
+    /// the broker may still deliver what it had sent on one before it took the unsubscribe (the
+    /// discovery sweep's retained configs still arriving, a device's or a mirrored user's last
+    /// readings), which is dropped without calling it unexpected.
+    private let unsubscribed = Mutex(RecentFilters())
+    static let unsubscribedLimit = 4096
+
+    /// How many unsubscribed filters are kept (at most `unsubscribedLimit`).
+    var unsubscribedCount: Int { unsubscribed.withLock { $0.order.count } }
+
+    private struct RecentFilters {
+        var exact: Set<String> = []
+        var wildcard: [String] = []
+        var order: [String] = []
+
+        mutating func insert(_ filter: String) {
+            guard !contains(filter) else { return }
+            order.append(filter)
+            if MQTTTopicFilter.isWildcard(filter) { wildcard.append(filter) } else { exact.insert(filter) }
+            if order.count > MessageRouter.unsubscribedLimit { remove(order[0]) }
+        }
+
+        mutating func remove(_ filter: String) {
+            guard contains(filter) else { return }
+            order.removeAll { $0 == filter }
+            wildcard.removeAll { $0 == filter }
+            exact.remove(filter)
+        }
+
+        func contains(_ filter: String) -> Bool { exact.contains(filter) || wildcard.contains(filter) }
+
+        func matches(_ topic: String) -> Bool {
+            exact.contains(topic) || wildcard.contains { MQTTTopicFilter.matches($0, topic: topic) }
+        }
+    }
 
     init(broker: any BrokerLink, logger: Logger) {
         self.broker = broker
@@ -52,6 +87,7 @@ final class MessageRouter: Sendable {
     /// Subscribes `filter` now (and after every reconnect) and routes what matches it to `feature`.
     func subscribe(_ filter: String, qos: Int, for feature: any BridgeFeature) throws(MQTTError) {
         routes.withLock { $0.add(filter, feature) }
+        unsubscribed.withLock { $0.remove(filter) }
         try broker.subscribe(filter, qos: qos)
     }
 
@@ -61,7 +97,9 @@ final class MessageRouter: Sendable {
             routes.remove(filter, feature)
             return routes.features(for: filter).isEmpty
         }
-        if unused { try? broker.unsubscribe(filter) }
+        guard unused else { return }
+        unsubscribed.withLock { $0.insert(filter) }
+        try? broker.unsubscribe(filter)
     }
 
     /// Hands a message to each feature whose filter matches it; logs one that nobody wants (the
@@ -76,7 +114,11 @@ final class MessageRouter: Sendable {
             return targets
         }
         guard !targets.isEmpty else {
-            logger.warning("ignored message on an unexpected topic", ["topic": message.topic])
+            if unsubscribed.withLock({ $0.matches(message.topic) }) {
+                logger.debug("dropped a message sent before its unsubscribe", ["topic": message.topic])
+            } else {
+                logger.warning("ignored message on an unexpected topic", ["topic": message.topic])
+            }
             return
         }
         if logger.minimumLevel <= .debug {

@@ -49,6 +49,16 @@ final class Ownership: Sendable {
         return holder
     }
 
+    /// Who acts for each user as the database says now, for announcing a dead instance's rooms
+    /// `offline` (docs/scaling.md, "Availability"): by lease, the instance named on the user's lease
+    /// unless it handed the lease back (expired or not: a killed instance's leases run out but name
+    /// it until another instance takes them); by hash, or when the database cannot tell, `owner(of:)`.
+    func currentOwners() -> @Sendable (_ user: String) -> Int {
+        guard let leases, let rows = try? leases.leases() else { return { self.owner(of: $0) } }
+        let named = rows.filter { !$0.value.isReleased }.mapValues(\.instance)
+        return { named[$0] ?? self.owner(of: $0) }
+    }
+
     /// Called with every change of the users this instance owns (by lease only).
     func onChange(_ listener: @escaping @Sendable (Change) -> Void) {
         listeners.withLock { $0.append(listener) }

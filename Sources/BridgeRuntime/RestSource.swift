@@ -1,12 +1,14 @@
 import BridgeCore
 import Foundation
+import Synchronization
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
 
-/// `source.kind: rest`: polls `GET {base_url}/rooms/{userID}/{Room}` for every room, each room on
-/// its own schedule (spread over the interval, backing off on failure), at most
-/// `source.concurrency` requests in flight. A broken room never delays the others.
+/// `source.kind: rest`: polls `GET {base_url}/rooms/{userID}/{Room}` for every room of the users it
+/// is given (those this instance owns), each room on its own schedule (spread over the interval,
+/// backing off on failure), at most `source.concurrency` requests in flight. A broken room never
+/// delays the others.
 final class RestSource: Source {
     let name = "rest"
     private let configuration: BridgeConfiguration
@@ -15,13 +17,40 @@ final class RestSource: Source {
     private let client: UpstreamClient
     private let permits: AsyncPermits
 
+    /// The rooms polled now and those with a poller running. A poller ends when its room is no
+    /// longer polled (it went, or its user moved to another instance: docs/scaling.md, "Leases");
+    /// `run()` starts pollers for rooms that came. One lock, so a room never has two pollers.
+    private struct Polled {
+        var rooms: [RoomKey: (user: User, room: Room)] = [:]
+        var order: [RoomKey] = []
+        var running: Set<RoomKey> = []
+    }
+
+    private let polled: Mutex<Polled>
+    private let reshaped = CoalescedSignal()
+
     init(configuration: BridgeConfiguration, controller: HomeController, client: UpstreamClient, logger: Logger) {
         self.configuration = configuration
         self.controller = controller
         self.client = client
         self.logger = logger
         permits = AsyncPermits(count: configuration.source.concurrency)
+        polled = Mutex(Self.polled(configuration.users))
     }
+
+    private static func polled(_ users: [User]) -> Polled {
+        var polled = Polled()
+        for user in users {
+            for room in user.rooms {
+                let key = RoomKey(user: user.id, room: room.id)
+                if polled.rooms.updateValue((user, room), forKey: key) == nil { polled.order.append(key) }
+            }
+        }
+        return polled
+    }
+
+    /// The rooms polled now.
+    var rooms: Set<RoomKey> { polled.withLock { Set($0.rooms.keys) } }
 
     /// The upstream takes light commands when `source.lights_command` says how.
     var lightSwitch: (any LightSwitch)? { configuration.source.lightsCommand.path == nil ? nil : client }
@@ -31,35 +60,73 @@ final class RestSource: Source {
 
     /// Polled rooms start with their lights off until the upstream or the database says otherwise.
     func initialReadings() -> [Reading] {
-        configuration.users.flatMap { user in
+        Self.lightsOff(configuration.users)
+    }
+
+    private static func lightsOff(_ users: [User]) -> [Reading] {
+        users.flatMap { user in
             user.rooms.filter { $0.unboundSensors.contains(.lights) }.map {
                 Reading(user: user.id, room: $0.id, sensor: .lights, value: .binary(false))
             }
         }
     }
 
+    /// Polls `users`' rooms from now on (rooms changed, or leases moved); rooms that stay keep
+    /// their poller and its schedule.
+    func roomsChanged(_ users: [User]) -> [Reading] {
+        let next = Self.polled(users)
+        let new = polled.withLock { current -> Set<RoomKey> in
+            let new = Set(next.rooms.keys).subtracting(current.rooms.keys)
+            current.rooms = next.rooms
+            current.order = next.order
+            return new
+        }
+        reshaped.request()
+        return Self.lightsOff(users).filter { new.contains(RoomKey(user: $0.user, room: $0.room)) }
+    }
+
     /// Polls until cancelled.
     func run() async {
-        let rooms = configuration.users.flatMap { user in user.rooms.map { (user, $0) } }
         let source = configuration.source
-        logger.info("polling the upstream", ["base_url": source.baseURL ?? "", "rooms": String(rooms.count),
+        logger.info("polling the upstream", ["base_url": source.baseURL ?? "",
+                                             "rooms": String(polled.withLock { $0.rooms.count }),
                                              "interval": String(source.interval)])
         if source.lightsCommand.path == nil {
             logger.info("source.lights_command is not set: the bridge keeps each light's state itself and "
                 + "overlays it on the upstream's values")
         }
-        let start = Monotonic.now
         await withDiscardingTaskGroup { group in
-            for (index, (user, room)) in rooms.enumerated() {
-                // Spread the rooms across the interval instead of polling them all at once.
-                let offset = source.interval * Double(index) / Double(max(rooms.count, 1))
-                group.addTask { await self.pollForever(user: user, room: room, firstPoll: start + offset) }
-            }
+            var reshapes = reshaped.requests.makeAsyncIterator()
+            repeat {
+                // Spread the rooms that came across the interval instead of polling them all at once.
+                let start = Monotonic.now
+                let starting = polled.withLock { polled -> [(RoomKey, Double)] in
+                    let count = max(polled.order.count, 1)
+                    return polled.order.enumerated().compactMap { index, key in
+                        polled.running.insert(key).inserted ? (key, source.interval * Double(index) / Double(count)) : nil
+                    }
+                }
+                for (key, offset) in starting {
+                    group.addTask { await self.pollForever(key, firstPoll: start + offset) }
+                }
+            } while await reshapes.next() != nil && !Task.isCancelled
+            group.cancelAll()
         }
         permits.cancelAll()
     }
 
-    private func pollForever(user: User, room: Room, firstPoll: Double) async {
+    /// The room `key` as polled now; nil (and the poller marked as ended) when it is no longer polled.
+    private func stillPolled(_ key: RoomKey) -> (user: User, room: Room)? {
+        polled.withLock { polled in
+            guard let current = polled.rooms[key] else {
+                polled.running.remove(key)
+                return nil
+            }
+            return current
+        }
+    }
+
+    private func pollForever(_ key: RoomKey, firstPoll: Double) async {
         let source = configuration.source
         var schedule = PollSchedule(interval: source.interval, maxBackoff: source.maxBackoff,
                                     failuresBeforeOffline: source.failuresBeforeOffline, firstPoll: firstPoll)
@@ -68,11 +135,8 @@ final class RestSource: Source {
             if wait > 0 {
                 do { try await Task.sleep(for: .milliseconds(Int(wait * 1000))) } catch { return }
             }
-            // Another instance owns the user now (docs/scaling.md, "Leases"): asked again next interval.
-            guard controller.ownership.owns(user.id) else {
-                do { try await Task.sleep(for: .milliseconds(Int(max(source.interval, 1) * 1000))) } catch { return }
-                continue
-            }
+            guard let current = stillPolled(key) else { return }
+            let (user, room) = current
             guard await permits.acquire() else { return }
             let started = Monotonic.now
             let outcome = await client.room(user: user.id, name: room.name)
@@ -81,7 +145,7 @@ final class RestSource: Source {
             case .success(let readings):
                 let change = schedule.succeeded(start: started)
                 if change.worthLogging { logger.info("upstream room answers again", ["user": user.id, "room": room.id]) }
-                if change.availabilityChanged { controller.setAvailability(RoomKey(user: user.id, room: room.id), online: true) }
+                if change.availabilityChanged { controller.setAvailability(key, online: true) }
                 let keepOwnLights = source.lightsCommand.path == nil
                 controller.record(readings.compactMap { reading in
                     (keepOwnLights && reading.sensor == .lights) || isBound(reading.sensor, in: room)
@@ -97,7 +161,7 @@ final class RestSource: Source {
                 if change.availabilityChanged {
                     logger.warning("room offline after repeated upstream failures; keeping its last values",
                                    ["user": user.id, "room": room.id])
-                    controller.setAvailability(RoomKey(user: user.id, room: room.id), online: false)
+                    controller.setAvailability(key, online: false)
                 }
             }
         }

@@ -22,8 +22,8 @@ extension Source {
 }
 
 /// `source.kind: simulated`: steps the simulator every `source.interval` (as fast as it can at 0)
-/// for the users it is given: those this instance owns, or on PostgreSQL every user, the readings
-/// of the owned ones kept by the controller (docs/scaling.md, "Leases").
+/// for the users it is given: those this instance owns, by hash or, on PostgreSQL, by lease, the
+/// rooms reshaped when a lease moves (docs/scaling.md, "Leases").
 final class SimulatedSource: Source {
     let name = "simulator"
     let lightSwitch: (any LightSwitch)? = nil
@@ -55,6 +55,9 @@ final class SimulatedSource: Source {
     func initialReadings() -> [Reading] {
         start.initialReadings()
     }
+
+    /// The rooms simulated now.
+    var rooms: [RoomKey] { simulator.withLock { $0.rooms } }
 
     /// Sensors bound to a device are the device's: only the others are simulated.
     private static func unbound(_ users: [User]) -> [User] {

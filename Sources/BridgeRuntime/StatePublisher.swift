@@ -289,10 +289,12 @@ final class StatePublisher: BridgeFeature {
     }
 
     /// Cluster: another instance went offline without saying so for its rooms (it was killed or
-    /// lost its connection), so its rooms are announced unavailable on its behalf.
+    /// lost its connection), so the rooms it acted for, as the database says now when by lease,
+    /// are announced unavailable on its behalf.
     func announceRoomsOffline(ofInstance instance: Int) -> Int {
         var count = 0
-        for user in store.home.users where ownership.owner(of: user.id) == instance {
+        let owner = ownership.currentOwners()
+        for user in store.home.users where owner(user.id) == instance {
             for room in user.rooms {
                 outbound.send(topics.availability(user: user.id, room: room.id), "offline")
                 count += 1

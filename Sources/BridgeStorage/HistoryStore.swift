@@ -27,13 +27,16 @@ public struct HistoryStore: Sendable {
         self.database = database
     }
 
-    /// Appends readings and updates each sensor's last value, all in one transaction.
+    /// Appends readings and updates each sensor's last value, all in one transaction. A reading
+    /// already recorded (the same sensor, time and value: a batch written again after its
+    /// connection broke during COMMIT) is not recorded twice.
     public func append(_ rows: [Row]) throws(StorageError) {
         guard !rows.isEmpty else { return }
         try database.transaction { (connection: borrowing DatabaseConnection) throws(StorageError) in
             for row in rows {
-                try connection.execute("INSERT INTO readings (user_id, room_id, sensor, t, value) VALUES (?, ?, ?, ?, ?)",
-                                       HistoryStore.values(row))
+                try connection.execute(
+                    "INSERT INTO readings (user_id, room_id, sensor, t, value) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                    HistoryStore.values(row))
             }
             // A busy sensor has many rows in a batch; only its newest is its last value.
             for row in HistoryStore.newestPerSensor(rows) {

@@ -192,5 +192,24 @@ public struct Migration: Sendable {
             """,
             "CREATE TABLE cluster_instances (instance INTEGER NOT NULL PRIMARY KEY, expires_at REAL NOT NULL)",
         ]),
+        // A reading is recorded once (README, "PostgreSQL"): a history batch written again after its
+        // connection broke during COMMIT adds nothing. The sensor's time index becomes unique over
+        // the whole reading; copies already recorded are dropped first, the oldest row kept.
+        Migration(version: 13, statements: [
+            """
+            DELETE FROM readings WHERE rowid NOT IN
+                (SELECT min(rowid) FROM readings GROUP BY user_id, room_id, sensor, t, value)
+            """,
+            "DROP INDEX readings_by_sensor",
+            "CREATE UNIQUE INDEX readings_by_sensor ON readings (user_id, room_id, sensor, t, value)",
+        ], postgres: [
+            """
+            DELETE FROM readings a USING readings b
+            WHERE a.rowid > b.rowid AND a.user_id = b.user_id AND a.room_id = b.room_id AND a.sensor = b.sensor
+                AND a.t = b.t AND a.value = b.value
+            """,
+            "DROP INDEX readings_by_sensor",
+            "CREATE UNIQUE INDEX readings_by_sensor ON readings (user_id, room_id, sensor, t, value)",
+        ]),
     ]
 }

@@ -1,4 +1,5 @@
 import BridgeCore
+import BridgeStorage
 import Foundation
 import Testing
 @testable import BridgeRuntime
@@ -62,5 +63,48 @@ import Testing
         #expect(first.first?.payload == "init")
         #expect(first.first { $0.topic == "homie/5/smarthome-1/$description" }?.payload.contains(#""office""#) == true)
         #expect(first.last { $0.topic == "homie/5/smarthome-1/$state" }?.payload == "ready")
+    }
+
+    /// By lease (docs/scaling.md, "Leases") the devices follow the lease, not the hash owner: a user
+    /// taken over has its device published (`init`, description, values, `ready`) by the taker, and
+    /// one never held is not published at all.
+    @Test func devicesFollowTheLeaseNotTheHashOwner() async throws {
+        let bridge = RuntimeFixture(instances: 2, index: 0)
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("homie-lease-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let database = try Database(path: folder.appendingPathComponent("bridge.sqlite").path)
+        let ownership = Ownership(membership: bridge.configuration.cluster.membership, leases: LeaseStore(database: database))
+        let devices = HomieDevices(prefix: "homie", topics: Topics(base: "smarthome"), version: "0",
+                                   users: bridge.configuration.users, instance: 0)
+        let homie = try HomieFeature(configuration: bridge.configuration,
+                                     brokerURL: BrokerURL(host: "127.0.0.1", port: 1, tls: false), devices: devices,
+                                     store: bridge.store, broker: bridge.broker, ownership: ownership, logger: bridge.logger)
+        ownership.onChange { homie.ownershipChanged($0) }
+        let running = Task { await homie.run() }
+        defer { running.cancel() }
+        // Instance 0 holds the lease of the user it does not own by hash, and only that one.
+        let membership = bridge.configuration.cluster.membership
+        let held = try #require(["1", "2"].first { !membership.owns($0) })
+        let other = held == "1" ? "2" : "1"
+        func sent(until done: ([MemoryBroker.Published]) -> Bool) async throws -> [MemoryBroker.Published] {
+            var sent: [MemoryBroker.Published] = []
+            for _ in 0..<200 where !done(sent) {
+                try await Task.sleep(for: .milliseconds(10))
+                sent += bridge.broker.take().filter { $0.topic.hasPrefix("homie/5/smarthome-") }
+            }
+            return sent
+        }
+        _ = bridge.broker.take()
+        ownership.update(holders: [held: 0, other: 1])
+        let taken = try await sent { $0.contains { $0.topic == "homie/5/smarthome-\(held)/$state" && $0.payload == "ready" } }
+        #expect(taken.first?.topic == "homie/5/smarthome-\(held)/$state" && taken.first?.payload == "init")
+        #expect(taken.contains { $0.topic == "homie/5/smarthome-\(held)/$description" })
+        #expect(!taken.contains { $0.topic.hasPrefix("homie/5/smarthome-\(other)/") }, "not held here: not published")
+
+        // After a connect only the held user's device goes out, not the hash owner's.
+        homie.connected()
+        let again = try await sent { $0.contains { $0.topic == "homie/5/smarthome-\(held)/$state" && $0.payload == "ready" } }
+        #expect(!again.contains { $0.topic.hasPrefix("homie/5/smarthome-\(other)/") })
     }
 }

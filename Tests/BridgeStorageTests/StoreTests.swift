@@ -140,6 +140,35 @@ import Testing
         #expect(try AnnouncedConfigStore(database: try test.open()).topics() == ["ha/light/a/lights/config"])
     }
 
+    /// A history batch written again (its connection broke during COMMIT, README "PostgreSQL")
+    /// records each reading once; the same sensor with another value at the same time is kept.
+    @Test(arguments: Engine.allCases) func aBatchWrittenTwiceIsRecordedOnce(engine: Engine) throws {
+        let history = HistoryStore(database: try TestDatabase(engine).open())
+        let time = Date(timeIntervalSince1970: 1_700_000_000.123456)
+        let batch = [HistoryStore.Row(user: "1", room: "kitchen", sensor: "temperature", time: time, value: "25.1"),
+                     HistoryStore.Row(user: "1", room: "kitchen", sensor: "humidity", time: time, value: "55.0")]
+        try history.append(batch)
+        try history.append(batch)
+        #expect(try history.count() == 2)
+        try history.append([HistoryStore.Row(user: "1", room: "kitchen", sensor: "temperature", time: time, value: "25.2")])
+        #expect(try history.count() == 3)
+        #expect(try history.points(user: "1", room: "kitchen", sensor: "temperature", since: .distantPast, limit: 10)
+            .map(\.value) == ["25.1", "25.2"])
+    }
+
+    /// Copies recorded before readings were unique are dropped by the upgrade, the oldest kept.
+    @Test(arguments: Engine.allCases) func upgradingDropsRecordedCopiesOfAReading(engine: Engine) throws {
+        let test = try TestDatabase(engine)
+        let old = try test.open(migrations: Array(Migration.all.prefix { $0.version < 13 }))
+        for value in ["25.1", "25.1", "25.2", "25.1"] {
+            try old.execute("INSERT INTO readings (user_id, room_id, sensor, t, value) VALUES ('1', 'kitchen', 'temperature', 10, ?)",
+                            [.text(value)])
+        }
+        let history = HistoryStore(database: try test.open())
+        #expect(try history.points(user: "1", room: "kitchen", sensor: "temperature", since: .distantPast, limit: 10)
+            .map(\.value) == ["25.1", "25.2"])
+    }
+
     @Test(arguments: Engine.allCases) func boundParametersAreNeverSQL(engine: Engine) throws {
         let database = try TestDatabase(engine).open()
         let revocations = RevocationStore(database: database)
@@ -245,9 +274,10 @@ import Testing
                             HistoryStore.Row(user: "1", room: "cellar", sensor: "humidity", time: start, value: "a")])
         #expect(try history.points(user: "1", room: "cellar", sensor: "humidity", since: start, limit: 1).map(\.value)
             == ["b"])
+        // A reading recorded again is not a second row, but it is the sensor's last value again.
         try history.append([rows[0]])
         #expect(try history.lastValues().first { $0.room == "kitchen" }?.value == "20.0")
-        #expect(try history.prune(before: start.addingTimeInterval(1)) == 5)
+        #expect(try history.prune(before: start.addingTimeInterval(1)) == 4)
         #expect(try history.count() == 4)
     }
 }

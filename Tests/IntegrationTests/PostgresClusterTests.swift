@@ -162,6 +162,20 @@ struct PostgresClusterTests {
         bridges[2] = try await Self.start(2, broker: broker, url: url, lease: "3s")
         #expect(try await Self.waitUntilHeld(by: 2, holder) == 2, "rebalanced to the hash owner")
         #expect(bridges[Int(taker)].log.contains("handed_back="))
+
+        // Killed again the moment it holds the user, before the others' next round has seen that:
+        // its rooms are still announced `offline` for it (who held what is read from the database).
+        let availability = try await TestSubscriber(broker: broker, subscribe: ["smarthome/\(user)/kitchen/availability"],
+                                                    name: "availability")
+        try await availability.waitFor("smarthome/\(user)/kitchen/availability")
+        let seen = availability.messages.count
+        bridges[2].signal(SIGKILL)
+        _ = bridges[2].waitForExit(timeout: 5)
+        _ = try? await availability.waitFor(timeout: 8) { _ in
+            availability.messages.dropFirst(seen).contains { $0.text == "offline" }
+        }
+        #expect(availability.messages.dropFirst(seen).contains { $0.text == "offline" },
+                "announced offline for the killed holder")
     }
 
     /// Leases (docs/scaling.md): a killed instance's rooms publish again from the instance that
@@ -182,6 +196,13 @@ struct PostgresClusterTests {
                 _ = try await rooms.waitFor(timeout: timeout) { _ in rooms.messages.dropFirst(after).contains(where: predicate) }
             }
 
+            // The owner switches the light on before it dies: the taker keeps it on (the database's last value).
+            let token = try await APITests.token(bridges[0].httpPort, "user\(user)", "12345")
+            let switched = try await HTTP.send(bridges[2].httpPort, "/api/v1/rooms/kitchen/lights", method: "POST",
+                                               body: Data(#"{"state":"ON"}"#.utf8), token: token)
+            #expect(switched.status == 200, "\(switched.text)")
+            try await Task.sleep(for: .seconds(1.5))
+
             bridges[2].signal(SIGKILL)
             _ = bridges[2].waitForExit(timeout: 5)
             let killed = rooms.messages.count
@@ -192,9 +213,11 @@ struct PostgresClusterTests {
             let taker = try #require(try holder())
             #expect(taker == 0 || taker == 1)
             #expect(bridges[Int(taker)].log.contains("cluster leases changed"))
+            #expect(bridges[Int(taker)].log.contains("sources follow the leases"), "the taker's sources took the user")
+            #expect(rooms.messages.dropFirst(killed).filter { $0.topic == lights }.map(\.text) == ["ON"],
+                    "the taker announces the light as the owner left it")
 
             // A light command through the other live instance is relayed to the holder and applied once.
-            let token = try await APITests.token(bridges[0].httpPort, "user\(user)", "12345")
             let before = rooms.messages.count
             let other = 1 - Int(taker)
             let reply = try await HTTP.send(bridges[other].httpPort, "/api/v1/rooms/kitchen/lights", method: "POST",
