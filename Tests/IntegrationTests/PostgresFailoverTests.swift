@@ -13,7 +13,7 @@ import Testing
 /// Publishers are told apart in the broker's log (`BrokerPublishLog`): on MQTT 3.1.1 a subscriber
 /// sees no sender, and a taker's retained re-announce looks like any reading; mosquitto logs the
 /// client id of every PUBLISH it receives.
-@Suite(.serialized, .timeLimit(.minutes(4)))
+@Suite(.serialized, .timeLimit(.minutes(3)))
 struct PostgresFailoverTests {
     static let lease = 3.0
     /// The instance killed: it owns the demo users (so their eight-room homes are among those taken
