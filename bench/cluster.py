@@ -6,10 +6,14 @@
     python3 bench/cluster.py --storage postgres --kills 10   # one shared PostgreSQL; takeover times
 
 With `--storage postgres` every case runs on one PostgreSQL of its own (bench/postgres.py, fsync on),
-each instance sharing its database; the report adds the database's write rate (history rows per
-second over the window) and, with `--kills N`, the takeover time: instance 1 of the cluster is
-killed with SIGKILL N times (restarted in between), each time timing from the kill until another
-instance holds the lease of one of its users (`cluster.lease` 3 s for this part).
+each instance sharing its database; the report adds the database's write rates over the window
+(history rows counted in the table; rows written to sensor_state and the lease tables from
+pg_stat_user_tables; commits from pg_stat_database; WAL bytes from pg_current_wal_lsn) and, with
+`--kills N`, the takeover time: instance 1 of the cluster is killed with SIGKILL N times (restarted
+in between), each time timing from the kill until another instance holds the lease of one of its
+users, and until that user's first room is announced `online` again (`cluster.lease` 3 s for this
+part unless `--lease` says otherwise; mosquitto_sub watches). Before the window of a cluster on
+PostgreSQL the benchmark waits until every lease is at its hash owner.
 
 Each case starts its own mosquitto (set_tcp_nodelay, no per-client queue limit) on a free loopback
 port and the release bridge(s) on one config of R rooms at a 5 s interval, QoS 1, Home Assistant
@@ -35,6 +39,8 @@ import run as harness  # noqa: E402  (bench/run.py: brokers, bridges, samplers, 
 import postgres  # noqa: E402  (bench/postgres.py: a PostgreSQL in a temporary folder)
 import signal  # noqa: E402
 import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import threading  # noqa: E402
 
 SECRET = "bench-cluster-secret-0123456789abcdefghij"
 
@@ -55,16 +61,25 @@ def measure(ctx: dict, rooms: int, instances: int) -> dict:
                 env |= {"SMARTHOME_CLUSTER_INSTANCES": str(instances), "SMARTHOME_CLUSTER_INDEX": str(index),
                         "SMARTHOME_CLUSTER_SECRET": SECRET}
             bridges.append(harness.Bridge(ctx["binary"], config, broker, work, f"{label}-bridge-{index}", env=env))
-        rows_before = int(server.query(database, "SELECT count(*) FROM readings")) if server else 0
-        counted_at = time.monotonic()
+        settled_s = None
+        if server and instances > 1:
+            settled_s = wait_until_settled(server, database, rooms, instances)
+            harness.log(f"{label}: " + ("the leases never settled at their hash owners (measured anyway)" if settled_s is None
+                                        else f"every lease at its hash owner {settled_s:.1f} s after the last start"))
         samplers = [harness.Sampler(bridge.pid) for bridge in bridges]
-        counted = harness.run_counter(tools, broker.port, 1, interval + 2.0, window, samplers,
+        # Last, so the CPU samplers begin and end first.
+        writes = [DatabaseSampler(server, database)] if server else []
+        counted = harness.run_counter(tools, broker.port, 1, interval + 2.0, window, samplers + writes,
                                       quiet=min(1.0, interval / 4), max_wait=6 * interval)
         readings = counted["readings"]
-        if server:
-            rows = int(server.query(database, "SELECT count(*) FROM readings")) - rows_before
-            rows_per_s = rows / (time.monotonic() - counted_at)
-            harness.log(f"{label}: database writes {rows_per_s:,.0f} history rows/s")
+        database_rates = counted["usage"][-1] if server else None
+        if database_rates:
+            harness.log(f"{label}: database writes {database_rates['history_rows_per_s']:,.0f} history rows/s, "
+                        f"{database_rates['state_rows_per_s']:,.0f} sensor_state rows/s, "
+                        f"{database_rates['lease_rows_per_s']:,.1f} lease rows/s, "
+                        f"{database_rates['lease_changes_per_s']:,.1f} leases changing hands/s, "
+                        f"{database_rates['commits_per_s']:,.1f} commits/s, "
+                        f"{database_rates['wal_kib_per_s']:,.0f} KiB/s of WAL")
         per_instance = []
         for bridge, usage in zip(bridges, counted["usage"]):
             per_instance.append({
@@ -94,7 +109,8 @@ def measure(ctx: dict, rooms: int, instances: int) -> dict:
             "aligned": counted.get("aligned"),
             "first_request_ms": first_ms,
             "next_request_ms": again_ms,
-            "db_rows_per_s": rows_per_s if server else None,
+            "database": database_rates,
+            "leases_settled_s": settled_s,
         }
         harness.log(f"{label}: {result['readings_per_s']:,.0f} readings/s delivered; per instance "
                     + ", ".join(f"{i['cpu_pct']:.1f} % CPU / {i['rss_max_mib']:.0f} MiB" for i in per_instance))
@@ -105,46 +121,126 @@ def measure(ctx: dict, rooms: int, instances: int) -> dict:
         broker.stop()
 
 
-def takeovers(ctx: dict, rooms: int, instances: int, kills: int) -> list[float]:
-    """Seconds from a SIGKILL of instance 1 until another instance holds the lease of one of its
-    users, `kills` times (instance 1 restarted and given its users back in between)."""
+def wait_until_settled(server: postgres.Server, database: str, rooms: int, instances: int,
+                       timeout: float = 90) -> float | None:
+    """Waits until every user's lease is held by its hash owner (the start-up hand-backs over, docs/scaling.md
+    "Leases"), so the window measures the cluster at work, not the re-announces of users changing hands;
+    the seconds that took, or None if they never did within `timeout` (the lease changes per second
+    in the report then say how much they moved)."""
+    owners = {str(user): owner(str(user), instances) for user in range(1, (rooms + 7) // 8 + 1)}
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        rows = server.query(database, "SELECT user_id, instance FROM user_leases WHERE expires_at > extract(epoch from now())")
+        held = dict(line.split("|") for line in rows.splitlines() if line)
+        if all(held.get(user) == str(index) for user, index in owners.items()):
+            return time.monotonic() - started
+        time.sleep(0.5)
+    return None
+
+
+class DatabaseSampler:
+    """The database's writes over the counter's window: run_counter begins and ends it with the CPU
+    samplers, and its `end` gives the rates per second (postgres.Server.stats)."""
+
+    def __init__(self, server: postgres.Server, database: str) -> None:
+        self.server, self.database = server, database
+        self.before: dict = {}
+
+    def begin(self) -> None:
+        self.before = self.server.stats(self.database)
+
+    def end(self) -> dict:
+        after = self.server.stats(self.database)
+        seconds = after["at"] - self.before["at"]
+        rates = {f"{key}_per_s": (after[key] - self.before[key]) / seconds
+                 for key in ("history_rows", "state_rows", "lease_rows", "lease_changes", "commits")}
+        return {"seconds": seconds, **rates, "wal_kib_per_s": (after["wal_bytes"] - self.before["wal_bytes"]) / 1024 / seconds}
+
+
+class Watch:
+    """mosquitto_sub on one topic: every payload with the monotonic time it arrived."""
+
+    def __init__(self, port: int, topic: str) -> None:
+        self.messages: list[tuple[float, str]] = []
+        self.process = subprocess.Popen(["mosquitto_sub", "-h", "127.0.0.1", "-p", str(port), "-q", "1", "-t", topic],
+                                        stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, bufsize=1)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            self.messages.append((time.monotonic(), line.rstrip("\n")))
+
+    def first(self, payload: str, after: float, timeout: float) -> float | None:
+        """Seconds from `after` until `payload` arrived after it (waiting up to `timeout`), or None."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = next((t for t, text in list(self.messages) if t > after and text == payload), None)
+            if found is not None or time.monotonic() > deadline:
+                return None if found is None else found - after
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        self.process.kill()
+        self.process.wait()
+
+
+def takeovers(ctx: dict, rooms: int, instances: int, kills: int, lease: str) -> list[dict]:
+    """Instance 1 of the cluster killed with SIGKILL `kills` times (restarted and given its users
+    back in between); each time the seconds from the kill until another instance holds the lease of
+    one of its users (`lease_s`) and until that user's first room is announced `online` again by the
+    taker (`online_s`, seen by a subscriber)."""
     server, work = ctx["postgres"], ctx["work"]
     config = harness.write_config(work / f"takeover-{rooms}.yaml", rooms, ctx["interval"])
     broker = harness.start_broker(work, "takeover-broker", extra="max_queued_messages 0\n")
     url = server.create("bench_takeover")
     user = next(str(u) for u in range(1, rooms // 8 + 1) if owner(str(u), instances) == 1)
     holder_sql = f"SELECT instance FROM user_leases WHERE user_id = '{user}' AND expires_at > extract(epoch from now())"
+    availability = Watch(broker.port, f"smarthome/{user}/{harness.DEMO_ROOMS[0].lower()}/availability")
 
     def start(index: int, attempt: int) -> harness.Bridge:
         env = {"SMARTHOME_STORAGE_URL": url, "SMARTHOME_CLUSTER_INSTANCES": str(instances),
-               "SMARTHOME_CLUSTER_INDEX": str(index), "SMARTHOME_CLUSTER_SECRET": SECRET, "SMARTHOME_CLUSTER_LEASE": "3s"}
+               "SMARTHOME_CLUSTER_INDEX": str(index), "SMARTHOME_CLUSTER_SECRET": SECRET, "SMARTHOME_CLUSTER_LEASE": lease}
         return harness.Bridge(ctx["binary"], config, broker, work, f"takeover-{index}-{attempt}", env=env)
 
-    def wait_for(done, timeout: float) -> float:
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < timeout:
+    def wait_for(done, timeout: float, since: float) -> float | None:
+        """Seconds from `since` until the user's holder is as `done` wants, or None after `timeout`."""
+        while time.monotonic() - since < timeout:
             if done(server.query("bench_takeover", holder_sql)):
-                return time.monotonic() - t0
+                return time.monotonic() - since
             time.sleep(0.05)
-        raise RuntimeError(f"no lease change within {timeout} s")
+        return None
+
+    def seconds(value: float | None) -> str:
+        return "never" if value is None else f"{value:.2f} s"
 
     bridges = [start(index, 0) for index in range(instances)]
     times = []
     try:
-        wait_for(lambda holder: holder == "1", 20)
+        if wait_for(lambda holder: holder == "1", 60, time.monotonic()) is None:
+            harness.log("takeover: instance 1 never held its user's lease; timing anyway")
         for attempt in range(1, kills + 1):
             os.kill(bridges[1].pid, signal.SIGKILL)
-            seconds = wait_for(lambda holder: holder not in ("", "1"), 20)
-            times.append(seconds)
-            harness.log(f"takeover {attempt}/{kills}: {seconds:.2f} s")
+            killed = time.monotonic()
+            lease_s = wait_for(lambda holder: holder not in ("", "1"), 30, killed)
+            online_s = availability.first("online", killed, 30)
+            times.append({"lease_s": lease_s, "online_s": online_s})
+            harness.log(f"takeover {attempt}/{kills}: lease taken {seconds(lease_s)}, room online {seconds(online_s)} "
+                        "after the kill")
             bridges[1].stop()
             bridges[1] = start(1, attempt)
-            wait_for(lambda holder: holder == "1", 20)
+            back = wait_for(lambda holder: holder == "1", 30, time.monotonic())
+            if back is None:
+                harness.log(f"takeover {attempt}/{kills}: the restarted instance 1 did not get its user back within 30 s")
     finally:
+        availability.stop()
         for bridge in bridges:
             bridge.stop()
         broker.stop()
     return times
+
+
+def spread(values: list[float]) -> str:
+    return f"min {min(values):.2f} s, median {statistics.median(values):.2f} s, max {max(values):.2f} s"
 
 
 def owner(user_id: str, instances: int) -> int:
@@ -186,6 +282,20 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def database_table(results: list[dict]) -> str:
+    lines = ["| case | history rows/s | sensor_state rows/s | lease rows/s | leases changing hands/s | commits/s | WAL KiB/s |",
+             "|---|---|---|---|---|---|---|"]
+    for result in results:
+        rates = result.get("database")
+        if rates:
+            case = f"{result['instances']} × {result['rooms'] // result['instances']:,} rooms"
+            lines.append(f"| {case} | {rates['history_rows_per_s']:,.0f} | {rates['state_rows_per_s']:,.0f} | "
+                         f"{rates['lease_rows_per_s']:,.1f} | {rates['lease_changes_per_s']:,.1f} | "
+                         f"{rates['commits_per_s']:,.1f} | "
+                         f"{rates['wal_kib_per_s']:,.0f} |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--smoke", action="store_true", help="900 rooms, 4 s windows")
@@ -196,6 +306,7 @@ def main() -> int:
                         help="a SQLite file per instance (default) or one shared PostgreSQL")
     parser.add_argument("--kills", type=int, default=0, help="with --storage postgres: takeovers to time")
     parser.add_argument("--skip-load", action="store_true", help="only the takeovers")
+    parser.add_argument("--lease", default="3s", help="cluster.lease for the takeovers (default 3s)")
     args = parser.parse_args()
     rooms = args.rooms or (900 if args.smoke else 9000)
     started = time.monotonic()
@@ -207,7 +318,7 @@ def main() -> int:
     ctx = {"work": work, "tools": tools, "binary": binary, "interval": 5,
            "window": args.window or (4.0 if args.smoke else 30.0)}
     results = []
-    takeover_s: list[float] = []
+    takeover_s: list[dict] = []
     if args.storage == "postgres":
         ctx["postgres"] = postgres.Server()
     try:
@@ -215,7 +326,7 @@ def main() -> int:
             harness.log(f"--- {instances} instance(s), {rooms:,} rooms (load average {os.getloadavg()[0]:.2f})")
             results.append(measure(ctx, rooms, instances))
         if args.kills and args.storage == "postgres":
-            takeover_s = takeovers(ctx, rooms, args.instances, args.kills)
+            takeover_s = takeovers(ctx, rooms, args.instances, args.kills, args.lease)
     finally:
         harness.bridgetest.stop_all()
         if "postgres" in ctx:
@@ -236,9 +347,14 @@ def main() -> int:
     (harness.RESULTS / "latest-cluster.md").write_text(table(results) + "\n")
     print(f"\nSmartHomeBridge cluster benchmark ({report['command']}), {report['date']}, {report['elapsed_s']:.0f} s")
     print(table(results))
+    if any(r.get("database") for r in results):
+        print(database_table(results))
     if takeover_s:
-        print(f"takeover over {len(takeover_s)} kills: min {min(takeover_s):.2f} s, "
-              f"median {statistics.median(takeover_s):.2f} s, max {max(takeover_s):.2f} s")
+        lease = [t["lease_s"] for t in takeover_s if t["lease_s"] is not None]
+        online = [t["online_s"] for t in takeover_s if t["online_s"] is not None]
+        print(f"takeover over {len(takeover_s)} kills: lease taken {spread(lease) if lease else 'never'}; "
+              f"room online again {spread(online) if online else 'never'} "
+              f"({len(takeover_s) - len(lease)} leases never taken, {len(takeover_s) - len(online)} rooms never seen online)")
     return 0
 
 

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 from bridgetest import free_port  # noqa: E402  (Tests/support, on the path through bench/run.py)
@@ -44,6 +45,24 @@ class Server:
 
     def query(self, database: str, sql: str) -> str:
         return _run("psql", "-h", "127.0.0.1", "-p", str(self.port), "-U", USER, "-d", database, "-tAc", sql).strip()
+
+    def stats(self, database: str) -> dict:
+        """The bridge's writes to `database` so far, for rates over a window: history rows (counted in
+        the table), rows written (inserted or updated, from pg_stat_user_tables) to `sensor_state` and
+        to the lease tables, transactions committed (pg_stat_database), the server's WAL position, and
+        the sum of the leases' epochs (each change of hands adds one).
+        The statistics lag a backend's writes by up to a second (PostgreSQL flushes them at most once
+        a second per backend)."""
+        written = "coalesce((SELECT sum(n_tup_ins + n_tup_upd) FROM pg_stat_user_tables WHERE relname IN ({})), 0)"
+        row = self.query(database, "SELECT (SELECT count(*) FROM readings), "
+                         + written.format("'sensor_state'") + ", "
+                         + written.format("'user_leases', 'cluster_instances'") + ", "
+                         "(SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()), "
+                         "pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0'), "
+                         "(SELECT coalesce(sum(epoch), 0) FROM user_leases)")
+        history, state, leases, commits, wal, epochs = (float(v) for v in row.split("|"))
+        return {"history_rows": history, "state_rows": state, "lease_rows": leases, "commits": commits,
+                "wal_bytes": wal, "lease_changes": epochs, "at": time.monotonic()}
 
     def stop(self) -> None:
         try:

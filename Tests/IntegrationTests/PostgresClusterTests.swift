@@ -10,10 +10,11 @@ import Testing
 /// travels over MQTT, and an alarm still fires once, on its user's owner.
 @Suite(.serialized, .timeLimit(.minutes(3)))
 struct PostgresClusterTests {
-    /// Instance `index` of three on `url`; readings every half second so history is recorded.
-    static func start(_ index: Int, broker: TestBroker, url: String, lease: String = "10s") async throws -> BridgeProcess {
+    /// Instance `index` of three on `url`; readings every half second (or `interval`) so history is recorded.
+    static func start(_ index: Int, broker: TestBroker, url: String, lease: String = "10s",
+                      interval: Double = 0.5) async throws -> BridgeProcess {
         try await BridgeProcess(
-            broker: broker, settings: "source:\n  interval: 0.5\n  seed: \(index + 1)\n",
+            broker: broker, settings: "source:\n  interval: \(interval)\n  seed: \(index + 1)\n",
             extraUsers: ClusterTests.extraUsers,
             environment: ["SMARTHOME_CLUSTER_INSTANCES": String(ClusterTests.instances),
                           "SMARTHOME_CLUSTER_INDEX": String(index),
@@ -25,10 +26,11 @@ struct PostgresClusterTests {
     }
 
     /// Every instance, started one after the other.
-    static func startAll(broker: TestBroker, url: String, lease: String) async throws -> [BridgeProcess] {
+    static func startAll(broker: TestBroker, url: String, lease: String,
+                         interval: Double = 0.5) async throws -> [BridgeProcess] {
         var bridges: [BridgeProcess] = []
         for index in 0..<ClusterTests.instances {
-            bridges.append(try await start(index, broker: broker, url: url, lease: lease))
+            bridges.append(try await start(index, broker: broker, url: url, lease: lease, interval: interval))
         }
         return bridges
     }

@@ -12,9 +12,13 @@ final class TestBroker: @unchecked Sendable {
     /// Credentials for the broker (RabbitMQ only: the user name picks the test's vhost).
     private(set) var username: String?
     let password: String?
+    /// mosquitto logs every PUBLISH it receives with the sender's client id (`log_type debug`), so a
+    /// test can tell which client published what (`BrokerPublishLog`).
+    let logsPublishes: Bool
 
-    init() async throws {
+    init(logPublishes: Bool = false) async throws {
         directory = try TestFiles.makeDirectory("broker")
+        logsPublishes = logPublishes
         guard TestBrokerKind.current == .mosquitto else {
             let node = try await TestRabbitMQ.node()
             rabbitMQ = node
@@ -48,6 +52,9 @@ final class TestBroker: @unchecked Sendable {
 
     var url: String { "mqtt://127.0.0.1:\(port)" }
 
+    /// mosquitto's log (its output).
+    var logURL: URL { directory.appendingPathComponent("log") }
+
     /// What a bridge needs besides `url` to use this broker.
     var bridgeEnvironment: [String: String] {
         guard let username, let password else { return [:] }
@@ -66,9 +73,10 @@ final class TestBroker: @unchecked Sendable {
             log_dest stderr
             log_type error
             log_type warning
+            \(logsPublishes ? "log_type debug" : "")
 
             """.write(to: config, atomically: true, encoding: .utf8)
-        process = try await TestBroker.launch(config: config, port: port, log: directory.appendingPathComponent("log"))
+        process = try await TestBroker.launch(config: config, port: port, log: logURL)
     }
 
     /// Starts mosquitto with `config` and returns once it is the one listening on `port`; on
