@@ -69,7 +69,7 @@ extension HTTPRoutes {
                 if request.queryValue("detail") == "1" {
                     return HTTPRoutes.json(RoomSettings.rooms(user, managed: rooms?.managedRooms(user: user.id) ?? []))
                 }
-                return HTTPRoutes.json(SeedShapes.rooms(user))
+                return HTTPRoutes.json(bytes: roomDocuments.roomsList(user))
             }
         case _ where path.count == 2 && path[0] == "rooms":
             guard method == "GET" || (["PUT", "DELETE"].contains(method) && rooms != nil) else {

@@ -174,7 +174,7 @@ public struct HTTPRoutes: Sendable {
             if segments.count == 3 { prepareUser?(segments[1]) }
             let home = home()
             guard let user = home.user(id: segments[1]) else { return HTTPRoutes.notFound }
-            guard segments.count == 3 else { return HTTPRoutes.json(SeedShapes.rooms(user)) }
+            guard segments.count == 3 else { return HTTPRoutes.json(bytes: roomDocuments.roomsList(user)) }
             guard let room = user.room(named: segments[2]) else { return HTTPRoutes.notFound }
             return HTTPRoutes.json(bytes: roomDocuments.document(room, user: user.id, in: home))
         default:

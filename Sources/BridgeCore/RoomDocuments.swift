@@ -16,6 +16,17 @@ public final class RoomDocuments: Sendable {
 
     private let documents = Mutex<[RoomKey: Document]>([:])
 
+    /// A user's list of rooms (`/rooms/<user>`), checked against the rooms it was made from: the same
+    /// array unless the layout changed, which `==` sees from the array's identity alone.
+    private struct List {
+        var rooms: [Room]
+        var bytes: [UInt8]
+    }
+
+    private let lists = Mutex<[String: List]>([:])
+    /// Lists kept at most (one per user asked for); past it they are all made again.
+    static let listCapacity = 10_000
+
     public init() {}
 
     /// The room's document as `home` has it.
@@ -59,11 +70,25 @@ public final class RoomDocuments: Sendable {
         return bytes
     }
 
-    /// Rooms that went (README, "Managing the home"): their documents are dropped, so rooms made
-    /// and deleted while running don't pile up.
+    /// The user's rooms in the seed shape (`SeedShapes.rooms`).
+    public func roomsList(_ user: User) -> [UInt8] {
+        if let cached = lists.withLock({ $0[user.id] }), cached.rooms == user.rooms { return cached.bytes }
+        let bytes = SeedShapes.rooms(user).bytes
+        lists.withLock { lists in
+            if lists.count >= Self.listCapacity { lists.removeAll(keepingCapacity: true) }
+            lists[user.id] = List(rooms: user.rooms, bytes: bytes)
+        }
+        return bytes
+    }
+
+    /// Rooms that went (README, "Managing the home"): their documents, and their users' lists, are
+    /// dropped, so rooms made and deleted while running don't pile up.
     public func forget(_ keys: [RoomKey]) {
         documents.withLock { documents in
             for key in keys { documents[key] = nil }
+        }
+        lists.withLock { lists in
+            for key in keys { lists[key.user] = nil }
         }
     }
 }

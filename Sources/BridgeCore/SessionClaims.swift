@@ -17,7 +17,10 @@ public struct SessionClaims: Sendable, Equatable {
     private static let headerBytes = 1 + idBytes + 8 + bindingBytes
 
     /// Random, unique per login: what a revocation names.
-    public var id: [UInt8]
+    public var id: [UInt8] { didSet { idText = SessionClaims.hex(id) } }
+    /// The id as 32 lowercase hex digits: how revocations are stored and sent between instances. Kept
+    /// rather than formatted when asked: every authenticated request asks for it more than once.
+    public private(set) var idText: String
     public var userID: String
     /// Unix seconds; the token is dead from this second on.
     public var expiresAt: Int64
@@ -31,6 +34,7 @@ public struct SessionClaims: Sendable, Equatable {
         precondition(id.count == Self.idBytes, "a session id is \(Self.idBytes) bytes")
         precondition(binding.count == Self.bindingBytes, "a binding is \(Self.bindingBytes) bytes")
         self.id = id
+        self.idText = SessionClaims.hex(id)
         self.userID = userID
         self.expiresAt = expiresAt
         self.binding = binding
@@ -55,21 +59,21 @@ public struct SessionClaims: Sendable, Equatable {
         return [isGuest ? Self.guestVersion : Self.version] + id + expiryBytes + binding + Array(userID.utf8)
     }
 
-    /// The id as 32 lowercase hex digits: how revocations are stored and sent between instances.
-    public var idText: String { SessionClaims.hex(id) }
-
     public func isExpired(atUnixSeconds now: Double) -> Bool {
         now >= Double(expiresAt)
     }
 
     public static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var text: [UInt8] = []
-        text.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            text.append(digits[Int(byte >> 4)])
-            text.append(digits[Int(byte & 0x0f)])
+        String(unsafeUninitializedCapacity: bytes.count * 2) { text in
+            for (index, byte) in bytes.enumerated() {
+                text[2 * index] = hexDigit(byte >> 4)
+                text[2 * index + 1] = hexDigit(byte & 0x0f)
+            }
+            return bytes.count * 2
         }
-        return String(decoding: text, as: UTF8.self)
+    }
+
+    private static func hexDigit(_ value: UInt8) -> UInt8 {
+        value < 10 ? UInt8(ascii: "0") + value : UInt8(ascii: "a") + value - 10
     }
 }

@@ -20,19 +20,25 @@ func mhdAccessHandler(
     let dispatcher = Unmanaged<RequestDispatcher>.fromOpaque(cls).takeUnretainedValue()
     let mhdConnection = MHDConnection(pointer: connection)
 
-    guard let existing = requestContext.pointee else {
-        // Released by mhdRequestCompleted, which MHD calls for every request that reached this handler.
-        requestContext.pointee = Unmanaged.passRetained(PendingRequest()).toOpaque()
+    guard var existing = requestContext.pointee else {
+        // No body yet: most requests have none, so the body's buffer is made only when data arrives.
+        requestContext.pointee = PendingRequest.none
         dispatcher.connections.headCompleted(UInt(bitPattern: connection))
         return dispatcher.headersReceived(on: mhdConnection)
     }
-    let pending = Unmanaged<PendingRequest>.fromOpaque(existing).takeUnretainedValue()
     if uploadDataSize.pointee > 0 {
-        pending.append(UnsafeRawBufferPointer(start: uploadData, count: uploadDataSize.pointee),
-                       limit: dispatcher.maxBodyBytes)
+        if existing == PendingRequest.none {
+            // Released by mhdRequestCompleted, which MHD calls for every request that reached this handler.
+            existing = Unmanaged.passRetained(PendingRequest()).toOpaque()
+            requestContext.pointee = existing
+        }
+        Unmanaged<PendingRequest>.fromOpaque(existing).takeUnretainedValue()
+            .append(UnsafeRawBufferPointer(start: uploadData, count: uploadDataSize.pointee), limit: dispatcher.maxBodyBytes)
         uploadDataSize.pointee = 0
         return .YES
     }
+    let pending = existing == PendingRequest.none ? PendingRequest.empty
+        : Unmanaged<PendingRequest>.fromOpaque(existing).takeUnretainedValue()
     return dispatcher.requestCompleted(
         on: mhdConnection, method: String(cString: method), path: String(cString: url), pending: pending)
 }
@@ -49,7 +55,7 @@ func mhdRequestCompleted(
             .requestFinished(UInt(bitPattern: connection))
     }
     guard let requestContext, let pending = requestContext.pointee else { return }
-    Unmanaged<PendingRequest>.fromOpaque(pending).release()
+    if pending != PendingRequest.none { Unmanaged<PendingRequest>.fromOpaque(pending).release() }
     requestContext.pointee = nil
 }
 

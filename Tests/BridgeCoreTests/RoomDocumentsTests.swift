@@ -43,6 +43,22 @@ import Testing
         #expect(documents.document(kitchen, user: "1", in: home) == SeedShapes.room(kitchen, user: "1", in: home).bytes)
     }
 
+    /// The list of a user's rooms: the seed shape, made again when the rooms change.
+    @Test func theRoomsListFollowsTheLayout() throws {
+        var home = Fixtures.home()
+        let documents = RoomDocuments()
+        var user = try #require(home.user(id: "1"))
+        #expect(documents.roomsList(user) == SeedShapes.rooms(user).bytes)
+        #expect(documents.roomsList(user) == SeedShapes.rooms(user).bytes)
+        var users = home.users
+        users[0].rooms[0].name = "Cellar"
+        home.setUsers(users)
+        user = try #require(home.user(id: "1"))
+        let renamed = documents.roomsList(user)
+        #expect(renamed == SeedShapes.rooms(user).bytes)
+        #expect(String(decoding: renamed, as: UTF8.self).contains(#""Cellar""#))
+    }
+
     /// A room deleted and made again with its id starts again at revision 0: its old document is
     /// not served for it.
     @Test func aRoomMadeAgainWithItsIdGetsItsOwnDocument() throws {
