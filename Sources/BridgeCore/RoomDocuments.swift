@@ -6,21 +6,35 @@ import Synchronization
 /// (a room deleted and made again with its id starts again at revision 0), so it is never stale; at
 /// most one per room is kept, and a room that went is forgotten (`forget`).
 public final class RoomDocuments: Sendable {
-    private struct Document {
-        var revision: Int
-        var room: Room
-        var bytes: [UInt8]
+    /// Immutable and shared, so that a request takes one reference under the lock, not a copy of the
+    /// room (docs/performance.md, "The HTTP cost, profiled").
+    private final class Document: Sendable {
+        let revision: Int
+        let room: Room
+        let bytes: [UInt8]
         /// The API's variant (`apiDocument`), made when first asked for.
-        var api: [UInt8]?
+        let api: [UInt8]?
+
+        init(revision: Int, room: Room, bytes: [UInt8], api: [UInt8]? = nil) {
+            self.revision = revision
+            self.room = room
+            self.bytes = bytes
+            self.api = api
+        }
     }
 
     private let documents = Mutex<[RoomKey: Document]>([:])
 
     /// A user's list of rooms (`/rooms/<user>`), checked against the rooms it was made from: the same
     /// array unless the layout changed, which `==` sees from the array's identity alone.
-    private struct List {
-        var rooms: [Room]
-        var bytes: [UInt8]
+    private final class List: Sendable {
+        let rooms: [Room]
+        let bytes: [UInt8]
+
+        init(rooms: [Room], bytes: [UInt8]) {
+            self.rooms = rooms
+            self.bytes = bytes
+        }
     }
 
     private let lists = Mutex<[String: List]>([:])
@@ -63,9 +77,8 @@ public final class RoomDocuments: Sendable {
             bytes.append(contentsOf: JSONValue.object([("UpdatedAt", updated)]).bytes.dropFirst())
         }
         documents.withLock { documents in
-            guard var stored = documents[key], stored.revision == revision, stored.room == room else { return }
-            stored.api = bytes
-            documents[key] = stored
+            guard let stored = documents[key], stored.revision == revision, stored.room == room else { return }
+            documents[key] = Document(revision: revision, room: room, bytes: stored.bytes, api: bytes)
         }
         return bytes
     }
