@@ -40,9 +40,23 @@ final class LeaseKeeper: BridgeFeature {
         held.withLock { $0[user] }.map { LeaseFence(user: user, instance: index, epoch: $0) }
     }
 
+    /// Where the rounds' blocking database calls run: a serial Dispatch queue, off Swift's
+    /// cooperative pool, so a slow database stalls neither the MQTT event loop nor the other
+    /// features (docs/architecture.md, "Threads").
+    private let queue = DispatchQueue(label: "cluster-leases")
+
+    private func offThePool(_ work: @escaping @Sendable () -> Void) async {
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            queue.async {
+                work()
+                done.resume()
+            }
+        }
+    }
+
     func run() async {
         while !Task.isCancelled {
-            round(now: Date())
+            await offThePool { self.round(now: Date()) }
             do { try await Task.sleep(for: .milliseconds(Int(duration / 3 * 1000))) } catch { break }
         }
     }
@@ -55,10 +69,13 @@ final class LeaseKeeper: BridgeFeature {
             return current
         }
         ownership.update(holders: [:])
-        do {
-            _ = try store.keep(instance: index, until: now, renew: [:], release: leases)
-        } catch {
-            logger.warning("cannot hand back the leases; the others take over once they expire", ["error": error.description])
+        await offThePool { [store, index, logger] in
+            do throws(StorageError) {
+                _ = try store.keep(instance: index, until: now, renew: [:], release: leases)
+            } catch {
+                logger.warning("cannot hand back the leases; the others take over once they expire",
+                               ["error": error.description])
+            }
         }
     }
 
