@@ -77,8 +77,9 @@ public final class Bridge: Sendable {
         // On PostgreSQL, what a user's owner does follows the lease (docs/scaling.md, "Leases"): the
         // sources start with nobody and follow the leases this instance takes and hands back.
         let byLease = clustered && database.url.isPostgres
-        let ownership = Ownership(membership: configuration.cluster.membership,
-                                  leases: byLease ? LeaseStore(database: database) : nil)
+        // The leases on a connection of their own: a lease round never waits behind a history batch.
+        let leaseStore = byLease ? LeaseStore(database: try Database.separateConnection(of: database)) : nil
+        let ownership = Ownership(membership: configuration.cluster.membership, leases: leaseStore)
         // The users this instance may act for (every user by lease), and those it owns now.
         let actsFor = byLease ? configuration : configuration.owned
         var sourced = configuration
@@ -143,9 +144,9 @@ public final class Bridge: Sendable {
         let watchdogReplication = replicates
             ? WatchdogReplication(records: ReplicatedWatchdogs(store: watchdogStore, topics: topics), home: store,
                                   outbound: outbound, logger: logger) : nil
-        let leases = byLease
-            ? LeaseKeeper(store: LeaseStore(database: database), configuration: configuration, ownership: ownership,
-                          logger: logger) : nil
+        let leases = leaseStore.map {
+            LeaseKeeper(store: $0, configuration: configuration, ownership: ownership, logger: logger)
+        }
         let announced = AnnouncedConfigStore(database: database,
                                              instance: database.url.isPostgres ? configuration.cluster.index : 0)
         let scheduler = AlarmScheduler(store: alarmStore, schedule: schedule, controller: controller, commands: commands,

@@ -13,4 +13,13 @@ extension Database {
             throw RuntimeError("cannot open \(key): \(error.description)")
         }
     }
+
+    /// A second connection to `database` (docs/scaling.md, "Leases"); the error names the location.
+    static func separateConnection(of database: Database) throws -> Database {
+        do {
+            return try database.separateConnection()
+        } catch {
+            throw RuntimeError("cannot open a second connection to storage.url \(database.url): \(error.description)")
+        }
+    }
 }

@@ -40,9 +40,23 @@ final class LeaseKeeper: BridgeFeature {
         held.withLock { $0[user] }.map { LeaseFence(user: user, instance: index, epoch: $0) }
     }
 
+    /// Where the rounds' blocking database calls run: a serial Dispatch queue, off Swift's
+    /// cooperative pool, so a slow database stalls neither the MQTT event loop nor the other
+    /// features (docs/architecture.md, "Threads").
+    private let queue = DispatchQueue(label: "cluster-leases")
+
+    private func offThePool(_ work: @escaping @Sendable () -> Void) async {
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            queue.async {
+                work()
+                done.resume()
+            }
+        }
+    }
+
     func run() async {
         while !Task.isCancelled {
-            round(now: Date())
+            await offThePool { self.round(now: Date()) }
             do { try await Task.sleep(for: .milliseconds(Int(duration / 3 * 1000))) } catch { break }
         }
     }
@@ -55,40 +69,45 @@ final class LeaseKeeper: BridgeFeature {
             return current
         }
         ownership.update(holders: [:])
-        do {
-            try store.heartbeat(instance: index, until: now)
-            for (user, epoch) in leases {
-                _ = try store.apply(.release(user: user, epoch: epoch), instance: index, now: now, duration: 0)
+        await offThePool { [store, index, logger] in
+            do throws(StorageError) {
+                _ = try store.keep(instance: index, until: now, renew: [:], release: leases)
+            } catch {
+                logger.warning("cannot hand back the leases; the others take over once they expire",
+                               ["error": error.description])
             }
-        } catch {
-            logger.warning("cannot hand back the leases; the others take over once they expire", ["error": error.description])
         }
     }
 
-    /// One renewal round: heartbeat, read, decide, apply.
+    /// One round: read, decide, then the heartbeat, renewals and hand-backs in one transaction
+    /// and each take on its own (docs/scaling.md, "Leases").
     func round(now: Date) {
         do {
-            try store.heartbeat(instance: index, until: now.addingTimeInterval(duration))
             let live = try store.liveInstances(now: now)
             let leases = try store.leases()
             let steps = LeaseOwnership.steps(me: index, instances: instances, live: live, users: users, leases: leases,
                                              now: now.timeIntervalSince1970)
             var holders = leases.filter { $0.value.isHeld(at: now.timeIntervalSince1970) }.mapValues(\.instance)
-            // Stop acting for a user before its lease is free for another instance to take.
-            var releasing = holders
-            for case .release(let user, _) in steps { releasing[user] = nil }
-            ownership.update(holders: releasing)
-            var next: [String: Int64] = [:]
-            var taken = 0, released = 0
+            var renew: [String: Int64] = [:], release: [String: Int64] = [:], acquire: [String: Int64] = [:]
             for step in steps {
-                guard try store.apply(step, instance: index, now: now, duration: duration) else { continue }
                 switch step {
-                case .acquire(let user, let epoch):
-                    next[user] = epoch
-                    taken += 1
-                case .renew(let user, let epoch): next[user] = epoch
-                case .release: released += 1
+                case .acquire(let user, let epoch): acquire[user] = epoch
+                case .renew(let user, let epoch): renew[user] = epoch
+                case .release(let user, let epoch): release[user] = epoch
                 }
+            }
+            // Stop acting for a user before its lease is free for another instance to take.
+            ownership.update(holders: holders.filter { release[$0.key] == nil })
+            // Expiry counts from the write, not from the round's start, so a slow read costs no lease time.
+            let kept = try store.keep(instance: index, until: Date().addingTimeInterval(duration), renew: renew,
+                                      release: release)
+            var next = renew.filter { kept.renewed.contains($0.key) }
+            var taken = 0
+            for (user, epoch) in acquire.sorted(by: { $0.key < $1.key }) {
+                guard try store.apply(.acquire(user: user, epoch: epoch), instance: index, now: Date(),
+                                      duration: duration) else { continue }
+                next[user] = epoch
+                taken += 1
             }
             // What this round left this instance holding replaces what it had read.
             holders = holders.filter { $0.value != index }.merging(next.mapValues { _ in index }) { $1 }
@@ -98,8 +117,8 @@ final class LeaseKeeper: BridgeFeature {
             }
             ownership.update(holders: holders)
             if taken > 0 { acquisitions.withLock { $0 += 1 } }
-            if taken > 0 && before > 0 || released > 0 {
-                logger.info("cluster leases changed", ["taken": String(taken), "handed_back": String(released),
+            if taken > 0 && before > 0 || !kept.released.isEmpty {
+                logger.info("cluster leases changed", ["taken": String(taken), "handed_back": String(kept.released.count),
                                                        "held": String(next.count), "live": String(live.count)])
             }
         } catch {

@@ -7,8 +7,9 @@ import Synchronization
 /// type: `execute`, `query` and `transaction`, SQL with `?` placeholders and bound parameters in
 /// the dialect both engines accept (see `SQLDialect`).
 ///
-/// One connection serves the whole bridge; a `Mutex` serialises its use, because libmicrohttpd's
-/// threads and async code both reach it.
+/// One connection serves the bridge; a `Mutex` serialises its use, because libmicrohttpd's
+/// threads and async code both reach it. Work that must not wait behind another's transaction
+/// (the cluster's leases, docs/scaling.md "Leases") gets a `separateConnection()`.
 public final class Database: Sendable {
     private let connection: Mutex<DatabaseConnection>
     public let url: StorageURL
@@ -37,6 +38,13 @@ public final class Database: Sendable {
         dialect = driver.dialect
         connection = Mutex(DatabaseConnection(driver))
         try migrate(migrations)
+    }
+
+    /// Another connection to the same database, with a lock of its own, so its statements never
+    /// wait behind this one's transactions (only the database's own row locks order them). The
+    /// schema is this one's: nothing is migrated again.
+    public func separateConnection() throws(StorageError) -> Database {
+        try Database(url: url, migrations: [])
     }
 
     /// The schema version.

@@ -308,6 +308,40 @@ import Testing
         #expect(try leases.liveInstances(now: start) == [0, 2])
     }
 
+    /// A round's upkeep: the heartbeat, every renewal and every hand-back in one transaction, each
+    /// lease matched only at the epoch and holder it is kept at; more users than one statement names.
+    @Test(arguments: Engine.allCases) func aRoundRenewsAndHandsBackEveryHeldLeaseAtItsEpochAtOnce(engine: Engine) throws {
+        let leases = LeaseStore(database: try TestDatabase(engine).open())
+        let start = Date(timeIntervalSince1970: 1_796_083_200)
+        let users = (1...450).map { "u\($0)" }
+        for user in users {
+            #expect(try leases.apply(.acquire(user: user, epoch: 1), instance: 0, now: start, duration: 10))
+        }
+        // u1 ran out and instance 1 took it: instance 0's renewal at the old epoch leaves it alone.
+        #expect(try leases.apply(.acquire(user: "u1", epoch: 2), instance: 1, now: start.addingTimeInterval(11), duration: 10))
+        let held = Dictionary(uniqueKeysWithValues: users.map { ($0, Int64(1)) })
+        var renew = held
+        renew["u2"] = 7  // an epoch it never held
+        renew["u3"] = nil
+        let until = start.addingTimeInterval(25)
+        let kept = try leases.keep(instance: 0, until: until, renew: renew, release: ["u3": 1, "u1": 1])
+        #expect(kept.renewed == Set(users).subtracting(["u1", "u2", "u3"]))
+        #expect(kept.released == ["u3"])
+        let stored = try leases.leases()
+        #expect(stored["u1"] == .init(user: "u1", instance: 1, epoch: 2, expiresAt: 1_796_083_221))
+        #expect(stored["u2"] == .init(user: "u2", instance: 0, epoch: 1, expiresAt: 1_796_083_210))
+        #expect(stored["u3"]?.isReleased == true)
+        #expect(stored["u450"] == .init(user: "u450", instance: 0, epoch: 1, expiresAt: 1_796_083_225))
+        #expect(try leases.liveInstances(now: start.addingTimeInterval(24)) == [0], "the heartbeat in the same transaction")
+
+        // A clean stop: nothing renewed, everything handed back, the heartbeat ended.
+        let stop = try leases.keep(instance: 0, until: start.addingTimeInterval(12), renew: [:],
+                                   release: held.filter { !["u1", "u2", "u3"].contains($0.key) })
+        #expect(stop.renewed.isEmpty && stop.released.count == 447)
+        #expect(try leases.leases().values.filter { $0.instance == 0 && $0.isHeld(at: 1_796_083_209) }.map(\.user) == ["u2"])
+        #expect(try leases.liveInstances(now: start.addingTimeInterval(13)).isEmpty)
+    }
+
     /// An occurrence is claimed once whoever asks, and never by an instance whose lease moved on.
     @Test(arguments: Engine.allCases) func anAlarmOccurrenceIsClaimedOnceAndFencedByTheLeaseEpoch(engine: Engine) throws {
         let database = try TestDatabase(engine).open()
