@@ -13,7 +13,7 @@ extension DeviceSource {
     /// presets' filters `discovery`, without a bound topic one of those covers.
     static func subscribed(_ bound: [String], discovery: [String]) -> [String] {
         var filters = bound.filter { filter in
-            filter.contains("+") || filter.contains("#")
+            MQTTTopicFilter.isWildcard(filter)
                 || !discovery.contains { MQTTTopicFilter.matches($0, topic: filter) }
         }
         for filter in discovery where !filters.contains(filter) { filters.append(filter) }
@@ -33,7 +33,7 @@ extension DeviceSource {
     func noteUnbound(_ message: MQTTMessage) {
         guard !discovery.isEmpty,
               let device = UnboundDevices.identify(topic: message.topic, payload: message.payload, zigbeeBase: zigbeeBase),
-              !claims.claim(key: device.key, rtl433: device.rtl433) else { return }
+              !claims.withLock({ $0.claim(key: device.key, rtl433: device.rtl433) }) else { return }
         unbound.withLock { $0.saw(topic: message.topic, payload: message.payload, zigbeeBase: zigbeeBase, at: Date()) }
     }
 
@@ -41,38 +41,9 @@ extension DeviceSource {
     /// is no longer unbound).
     func forgetClaimedDevices() {
         guard !discovery.isEmpty else { return }
-        let claims = self.claims
+        let claims = self.claims.withLock { $0 }
         unbound.withLock { $0.forget { claims.claim(key: $0.key, rtl433: $0.rtl433) } }
     }
-
-    /// What the current bindings claim.
-    private var claims: Claims {
-        let (topics, wildcardReads) = bindings.withLock { (Array($0.exactReads.keys), $0.wildcardReads) }
-        return Claims(
-            devices: Set(topics.compactMap { UnboundDevices.identify(topic: $0, payload: [], zigbeeBase: zigbeeBase)?.key }),
-            rtl433: wildcardReads.flatMap { read in
-                read.entries.compactMap { entry -> (model: String, id: String, channel: String?)? in
-                    guard case .rtl433(let model, let id, let channel, _) = entry.extractor else { return nil }
-                    return (model, id, channel)
-                }
-            })
-    }
-
-    /// The zigbee2mqtt and Tasmota devices a binding reads (a bound Tasmota plug's `tele/<topic>/STATE`
-    /// is claimed even when only its `SENSOR` is read), and the rtl_433 sensors bound, which claim
-    /// every event of their model and id (and channel), those without the field they read too.
-    private struct Claims {
-        var devices: Set<String>
-        var rtl433: [(model: String, id: String, channel: String?)]
-
-        func claim(key: String, rtl433 sensor: RTL433Sensor?) -> Bool {
-            if let sensor {
-                return rtl433.contains { $0.model == sensor.model && $0.id == sensor.id && ($0.channel == nil || $0.channel == sensor.channel) }
-            }
-            return devices.contains(key)
-        }
-    }
-
     /// Newest first, for `GET /api/v1/devices/unbound`.
     var unboundDevices: [UnboundDevice] {
         unbound.withLock { $0.list }
@@ -84,5 +55,33 @@ extension DeviceSource {
             state.errors.map { ($0.key.room, $0.key.sensor, $0.value) }
                 .sorted { ($0.0.user, $0.0.room, $0.1) < ($1.0.user, $1.0.room, $1.1) }
         }
+    }
+}
+
+/// What a set of bindings claims of the devices heard on the presets' topics: made once per set of
+/// bindings (at the start and at each rebind), not for every unclaimed message.
+struct DeviceClaims: Sendable {
+    /// The zigbee2mqtt and Tasmota devices a binding reads (a bound Tasmota plug's `tele/<topic>/STATE`
+    /// is claimed even when only its `SENSOR` is read).
+    var devices: Set<String>
+    /// The rtl_433 sensors bound, which claim every event of their model and id (and channel), those
+    /// without the field they read too; a nil channel claims every channel.
+    var rtl433: [RTL433Sensor]
+
+    init(_ bindings: DeviceBindings, zigbeeBase: String) {
+        devices = Set(bindings.exactReads.keys.compactMap {
+            UnboundDevices.identify(topic: $0, payload: [], zigbeeBase: zigbeeBase)?.key
+        })
+        rtl433 = bindings.wildcardReads.flatMap { read in
+            read.entries.compactMap { entry -> RTL433Sensor? in
+                guard case .rtl433(let model, let id, let channel, _) = entry.extractor else { return nil }
+                return RTL433Sensor(model: model, id: id, channel: channel)
+            }
+        }
+    }
+
+    func claim(key: String, rtl433 sensor: RTL433Sensor?) -> Bool {
+        guard let sensor else { return devices.contains(key) }
+        return rtl433.contains { $0.model == sensor.model && $0.id == sensor.id && ($0.channel == nil || $0.channel == sensor.channel) }
     }
 }

@@ -31,6 +31,8 @@ final class DeviceSource: BridgeFeature, LightSwitch {
 
     /// The current bindings; replaced whole when rooms change (`rebind`).
     let bindings: Mutex<DeviceBindings>
+    /// What `bindings` claim of the unbound devices heard (DeviceSource+Unbound.swift), replaced with them.
+    let claims: Mutex<DeviceClaims>
     /// Who subscribes device topics on the bridge's own broker when the bindings change.
     private let router: MessageRouter?
     /// Tells the HTTP pollers that the bindings changed.
@@ -76,7 +78,9 @@ final class DeviceSource: BridgeFeature, LightSwitch {
         defaultInterval = max(configuration.source.interval, 1)
         source = configuration.source
         zigbeeBase = configuration.devices.zigbeeBaseTopic
-        bindings = Mutex(DeviceBindings(users: bound ?? configuration.users, zigbeeBase: configuration.devices.zigbeeBaseTopic))
+        let initial = DeviceBindings(users: bound ?? configuration.users, zigbeeBase: configuration.devices.zigbeeBaseTopic)
+        bindings = Mutex(initial)
+        claims = Mutex(DeviceClaims(initial, zigbeeBase: configuration.devices.zigbeeBaseTopic))
         discovery = configuration.users.contains(where: \.isAdmin) ? UnboundDevices.filters(zigbeeBase: zigbeeBase) : []
         let session = URLSessionConfiguration.ephemeral
         session.requestCachePolicy = .reloadIgnoringLocalCacheData
@@ -142,6 +146,8 @@ final class DeviceSource: BridgeFeature, LightSwitch {
             for key in gone { state.roomOnline[key] = nil }
             state.stale = state.stale.filter { new.rooms[$0.room]?.sensors.contains($0) == true }
         }
+        let claimed = DeviceClaims(new, zigbeeBase: zigbeeBase)
+        claims.withLock { $0 = claimed }
         forgetClaimedDevices()
         rebound.request()
         boundNow.request()
