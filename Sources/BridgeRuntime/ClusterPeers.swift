@@ -35,8 +35,7 @@ final class ClusterPeers: BridgeFeature {
     private let replicatesRevocations: Bool
     /// Instances seen going offline whose rooms this instance announces `offline`: in `run()`, as
     /// by lease who acted for which user is read from the database, never on the event loop.
-    private let wentOffline = Mutex<Set<Int>>([])
-    private let offlineSeen = CoalescedSignal()
+    private let wentOffline = CoalescedSet<Int>()
 
     init(configuration: BridgeConfiguration, broker: BrokerURL, store: HomeStore, publisher: StatePublisher,
          sessions: SessionService, online: OnlineInstances, replicatesRevocations: Bool, logger: Logger) throws {
@@ -94,12 +93,8 @@ final class ClusterPeers: BridgeFeature {
 
     /// Announces the rooms of the instances that went offline, unless they came back meanwhile.
     private func announceOffline() async {
-        for await _ in offlineSeen.requests {
-            if Task.isCancelled || stopping.load(ordering: .relaxed) { return }
-            let instances = wentOffline.withLock { pending in
-                defer { pending = [] }
-                return pending
-            }
+        await wentOffline.forEachBatch { instances in
+            guard !stopping.load(ordering: .relaxed) else { return }
             for instance in instances.sorted() where !online.contains(instance) {
                 let rooms = publisher.announceRoomsOffline(ofInstance: instance)
                 logger.info("announced the offline instance's rooms unavailable",
@@ -151,8 +146,7 @@ final class ClusterPeers: BridgeFeature {
         guard changed || message.retain, !stopping.load(ordering: .relaxed) else { return }
         logger.warning("cluster instance offline", ["instance": String(instance)])
         if announce {
-            wentOffline.withLock { _ = $0.insert(instance) }
-            offlineSeen.request()
+            wentOffline.add([instance])
         }
     }
 

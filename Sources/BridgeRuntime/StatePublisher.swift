@@ -22,9 +22,9 @@ final class StatePublisher: BridgeFeature {
     private let broker: any BrokerLink
     private let logger: Logger
     private let topics: Topics
-    private let membership: ClusterMembership
     /// The users whose retained state this instance publishes.
     let ownership: Ownership
+    private var membership: ClusterMembership { ownership.membership }
     private let discovery: HomeAssistantDiscovery?
     private let startedAt: Date
     private let tracker: Mutex<PublishTracker>
@@ -33,8 +33,7 @@ final class StatePublisher: BridgeFeature {
     private let clockStart = ContinuousClock.now
     private let republishing = CoalescedSignal()
     /// Users taken over and not yet republished (`publishTakenOver`).
-    private let takenOver = Mutex<Set<String>>([])
-    private let takeovers = CoalescedSignal()
+    private let takenOver = CoalescedSet<String>()
     /// Cluster: whether another instance is still online (then `bridge/state` stays `online`).
     private let othersOnline: @Sendable () -> Bool
 
@@ -52,7 +51,6 @@ final class StatePublisher: BridgeFeature {
         self.othersOnline = othersOnline
         outbound = Outbound(broker: broker, qos: configuration.mqtt.qos, logger: logger)
         topics = Topics(base: configuration.mqtt.baseTopic)
-        membership = configuration.cluster.membership
         tracker = Mutex(PublishTracker(refresh: configuration.publish.refresh))
     }
 
@@ -143,8 +141,7 @@ final class StatePublisher: BridgeFeature {
     /// Home Assistant configs and availability at once; called from a lease round, drained in `run()`.
     /// At most every configured user waits, however many rounds come meanwhile.
     func publishTakenOver(_ users: Set<String>) {
-        takenOver.withLock { $0.formUnion(users) }
-        takeovers.request()
+        takenOver.add(users)
     }
 
     func run() async {
@@ -156,12 +153,7 @@ final class StatePublisher: BridgeFeature {
                 }
             }
             group.addTask {
-                for await _ in self.takeovers.requests {
-                    if Task.isCancelled { break }
-                    let users = self.takenOver.withLock { pending in
-                        defer { pending = [] }
-                        return pending
-                    }
+                await self.takenOver.forEachBatch { users in
                     _ = await self.publishRetained(users: { users.contains($0) })
                 }
             }

@@ -1,3 +1,4 @@
+import Synchronization
 /// Work handed to a feature from places that must not wait for it (the MQTT event loop,
 /// libmicrohttpd's threads), done in the feature's own `run()`, inside the bridge's one task
 /// group: so no work outlives shutdown and none starts a task of its own. Bounded: past
@@ -35,5 +36,30 @@ struct CoalescedSignal: Sendable {
 
     func request() {
         continuation.yield(())
+    }
+}
+
+/// Items any number of callers add while a batch is pending, taken by `run()` as one set (users
+/// taken over by lease rounds, instances gone offline): bounded by the distinct items, however
+/// often they are added.
+final class CoalescedSet<Element: Hashable & Sendable>: Sendable {
+    private let pending = Mutex<Set<Element>>([])
+    private let signal = CoalescedSignal()
+
+    func add(_ items: some Sequence<Element>) {
+        pending.withLock { $0.formUnion(items) }
+        signal.request()
+    }
+
+    /// Calls `body` with everything added since its last call, until the task is cancelled.
+    func forEachBatch(_ body: (Set<Element>) async -> Void) async {
+        for await _ in signal.requests {
+            if Task.isCancelled { return }
+            let batch = pending.withLock { pending in
+                defer { pending = [] }
+                return pending
+            }
+            if !batch.isEmpty { await body(batch) }
+        }
     }
 }
