@@ -27,8 +27,8 @@ final class HomeController: Sendable {
 
     /// A source's readings; a `gas` event when gas comes or goes (a first reading only when it
     /// says gas: a polled room's first "no gas" is no news). Readings of users this instance does
-    /// not own (a cluster on PostgreSQL reads every user's, docs/scaling.md "Leases") are dropped:
-    /// their owner publishes them.
+    /// not own are dropped: their owner publishes them (a source's step already under way when a
+    /// lease moves may still carry the user's readings: docs/scaling.md, "Leases").
     func record(_ readings: [Reading]) {
         let time = Date()
         var owned: [String: Bool] = [:]
