@@ -155,6 +155,12 @@ final class TestRabbitMQ: Sendable {
             "RABBITMQ_CONF_ENV_FILE": "/dev/null",  // not /etc/rabbitmq/rabbitmq-env.conf
         ]
         try? FileManager.default.removeItem(at: pidFile)
+        // The log is appended to: after a `kill()` it still holds the last boot's lines, so only what
+        // this boot writes is read.
+        let bootStart = ((try? FileManager.default.attributesOfItem(atPath: log.path))?[.size] as? Int) ?? 0
+        func bootOutput() -> String {
+            String(decoding: ((try? Data(contentsOf: log)) ?? Data()).dropFirst(bootStart), as: UTF8.self)
+        }
         let watchdog = try ChildProcess.spawn("/bin/sh", ["\(files)/run.sh"], environment: environment,
                                               outputPath: log.path)
         state.withLock { $0.watchdog = watchdog }
@@ -162,11 +168,10 @@ final class TestRabbitMQ: Sendable {
         // prints this line when it is all done.
         let deadline = Date().addingTimeInterval(120)
         while Date() < deadline, watchdog.isRunning {
-            let output = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
-            if output.contains("Starting broker... completed") { return }
+            if bootOutput().contains("Starting broker... completed") { return }
             try await Task.sleep(for: .milliseconds(100))
         }
-        let output = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+        let output = bootOutput()
         stop()
         throw TestFailure("RabbitMQ did not start (MQTT port \(mqttPort)):\n\(output.suffix(3000))")
     }
