@@ -49,7 +49,12 @@ public protocol HTTPStreamSink: AnyObject, Sendable {
 public struct HTTPResponse: Sendable, Equatable {
     public var status: Int
     public var headers: [(name: String, value: String)]
-    public var body: [UInt8]
+    public var body: [UInt8] {
+        didSet { shared = nil }
+    }
+    /// Where `body` came from when it is a shared one; the adapter may then send what it prepared for
+    /// it before. Changing `body` drops it.
+    public private(set) var shared: SharedBody?
     /// For a streamed body: called once with the sink, after the status and headers are queued;
     /// `body` then goes out first.
     public var stream: (@Sendable (any HTTPStreamSink) -> Void)?
@@ -62,6 +67,12 @@ public struct HTTPResponse: Sendable, Equatable {
         self.headers = headers
         self.body = body
         self.stream = stream
+    }
+
+    /// A response whose body is `shared`'s bytes.
+    public init(status: Int, headers: [(name: String, value: String)], shared: SharedBody) {
+        self.init(status: status, headers: headers, body: shared.bytes)
+        self.shared = shared
     }
 
     public static func == (lhs: HTTPResponse, rhs: HTTPResponse) -> Bool {

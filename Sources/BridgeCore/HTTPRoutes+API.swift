@@ -69,7 +69,7 @@ extension HTTPRoutes {
                 if request.queryValue("detail") == "1" {
                     return HTTPRoutes.json(RoomSettings.rooms(user, managed: rooms?.managedRooms(user: user.id) ?? []))
                 }
-                return HTTPRoutes.json(bytes: roomDocuments.roomsList(user))
+                return HTTPRoutes.json(shared: roomDocuments.roomsList(user))
             }
         case _ where path.count == 2 && path[0] == "rooms":
             guard method == "GET" || (["PUT", "DELETE"].contains(method) && rooms != nil) else {
@@ -213,7 +213,7 @@ extension HTTPRoutes {
 
     func roomResponse(user userID: String, room name: String, home: Home, status: Int = 200) -> HTTPResponse {
         guard let room = home.user(id: userID)?.room(named: name) else { return HTTPRoutes.notFound }
-        return HTTPRoutes.json(bytes: roomDocuments.apiDocument(room, user: userID, in: home), status: status)
+        return HTTPRoutes.json(shared: roomDocuments.apiDocument(room, user: userID, in: home), status: status)
     }
 
     /// Runs `body` with the token's session, or answers 401: for a missing, forged, expired or revoked token,

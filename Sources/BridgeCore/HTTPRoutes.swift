@@ -174,9 +174,9 @@ public struct HTTPRoutes: Sendable {
             if segments.count == 3 { prepareUser?(segments[1]) }
             let home = home()
             guard let user = home.user(id: segments[1]) else { return HTTPRoutes.notFound }
-            guard segments.count == 3 else { return HTTPRoutes.json(bytes: roomDocuments.roomsList(user)) }
+            guard segments.count == 3 else { return HTTPRoutes.json(shared: roomDocuments.roomsList(user)) }
             guard let room = user.room(named: segments[2]) else { return HTTPRoutes.notFound }
-            return HTTPRoutes.json(bytes: roomDocuments.document(room, user: user.id, in: home))
+            return HTTPRoutes.json(shared: roomDocuments.document(room, user: user.id, in: home))
         default:
             guard let file = staticFiles?(request.path) else {
                 return staticFiles == nil && request.path == "/" ? HTTPRoutes.noDashboard : HTTPRoutes.notFound
@@ -375,6 +375,11 @@ public struct HTTPRoutes: Sendable {
     /// JSON already serialised.
     public static func json(bytes: [UInt8], status: Int = 200) -> HTTPResponse {
         HTTPResponse(status: status, headers: jsonHeaders, body: bytes)
+    }
+
+    /// JSON sent many times unchanged: the server may reuse what it made of it (`SharedBody`).
+    public static func json(shared: SharedBody, status: Int = 200) -> HTTPResponse {
+        HTTPResponse(status: status, headers: jsonHeaders, shared: shared)
     }
 
     /// A JSON answer's headers, the security headers included, so that `secured` has nothing to add: one

@@ -11,11 +11,11 @@ public final class RoomDocuments: Sendable {
     private final class Document: Sendable {
         let revision: Int
         let room: Room
-        let bytes: [UInt8]
+        let bytes: SharedBody
         /// The API's variant (`apiDocument`), made when first asked for.
-        let api: [UInt8]?
+        let api: SharedBody?
 
-        init(revision: Int, room: Room, bytes: [UInt8], api: [UInt8]? = nil) {
+        init(revision: Int, room: Room, bytes: SharedBody, api: SharedBody? = nil) {
             self.revision = revision
             self.room = room
             self.bytes = bytes
@@ -29,9 +29,9 @@ public final class RoomDocuments: Sendable {
     /// array unless the layout changed, which `==` sees from the array's identity alone.
     private final class List: Sendable {
         let rooms: [Room]
-        let bytes: [UInt8]
+        let bytes: SharedBody
 
-        init(rooms: [Room], bytes: [UInt8]) {
+        init(rooms: [Room], bytes: SharedBody) {
             self.rooms = rooms
             self.bytes = bytes
         }
@@ -44,13 +44,13 @@ public final class RoomDocuments: Sendable {
     public init() {}
 
     /// The room's document as `home` has it.
-    public func document(_ room: Room, user: String, in home: Home) -> [UInt8] {
+    public func document(_ room: Room, user: String, in home: Home) -> SharedBody {
         let key = RoomKey(user: user, room: room.id)
         let revision = home.revision(of: key)
         if let cached = documents.withLock({ $0[key] }), cached.revision == revision, cached.room == room {
             return cached.bytes
         }
-        let bytes = SeedShapes.room(room, user: user, in: home).bytes
+        let bytes = SharedBody(SeedShapes.room(room, user: user, in: home).bytes)
         documents.withLock { documents in
             // A newer revision stored meanwhile by another thread stays.
             if let stored = documents[key], stored.room == room, stored.revision >= revision { return }
@@ -62,31 +62,33 @@ public final class RoomDocuments: Sendable {
     /// The API's room (README, "The authenticated API (v1)"): the seed document with `"UpdatedAt"`
     /// after the seed keys, spliced in before its closing brace rather than serialised again, and kept
     /// beside it: the time changes only with the room's values, which give it a new revision.
-    public func apiDocument(_ room: Room, user: String, in home: Home) -> [UInt8] {
+    public func apiDocument(_ room: Room, user: String, in home: Home) -> SharedBody {
         let key = RoomKey(user: user, room: room.id)
         let revision = home.revision(of: key)
         if let cached = documents.withLock({ $0[key] }), cached.revision == revision, cached.room == room,
            let api = cached.api {
             return api
         }
-        var bytes = document(room, user: user, in: home)
+        let seed = document(room, user: user, in: home)
+        var bytes = seed.bytes
         if bytes.last == UInt8(ascii: "}") {
             let updated = home.updatedAt(key).map { JSONValue.string(Timestamp.iso8601($0)) } ?? .null
             bytes.removeLast()
             bytes.append(UInt8(ascii: ","))
             bytes.append(contentsOf: JSONValue.object([("UpdatedAt", updated)]).bytes.dropFirst())
         }
+        let api = SharedBody(bytes)
         documents.withLock { documents in
             guard let stored = documents[key], stored.revision == revision, stored.room == room else { return }
-            documents[key] = Document(revision: revision, room: room, bytes: stored.bytes, api: bytes)
+            documents[key] = Document(revision: revision, room: room, bytes: stored.bytes, api: api)
         }
-        return bytes
+        return api
     }
 
     /// The user's rooms in the seed shape (`SeedShapes.rooms`).
-    public func roomsList(_ user: User) -> [UInt8] {
+    public func roomsList(_ user: User) -> SharedBody {
         if let cached = lists.withLock({ $0[user.id] }), cached.rooms == user.rooms { return cached.bytes }
-        let bytes = SeedShapes.rooms(user).bytes
+        let bytes = SharedBody(SeedShapes.rooms(user).bytes)
         lists.withLock { lists in
             if lists.count >= Self.listCapacity { lists.removeAll(keepingCapacity: true) }
             lists[user.id] = List(rooms: user.rooms, bytes: bytes)

@@ -38,13 +38,20 @@ struct MHDConnection {
         if let attach = response.stream, let streams {
             return queueStream(response, attach: attach, streams: streams)
         }
-        let created = response.body.withUnsafeBytes { body in
+        if let prepared = PreparedResponse.of(response) {
+            return MHD_queue_response(pointer, Self.status(response), prepared.response)
+        }
+        guard let created = Self.response(copying: response.body) else { return .NO }
+        return queue(created, response)
+    }
+
+    /// An MHD response with its own copy of `body`, to be destroyed by the caller.
+    static func response(copying body: [UInt8]) -> OpaquePointer? {
+        body.withUnsafeBytes { body in
             // MUST_COPY never writes through the pointer; the mutable type is only MHD's old signature.
             MHD_create_response_from_buffer(
                 body.count, UnsafeMutableRawPointer(mutating: body.baseAddress), .RESPMEM_MUST_COPY)
         }
-        guard let created else { return .NO }
-        return queue(created, response)
     }
 
     private func queueStream(
@@ -81,18 +88,25 @@ struct MHDConnection {
 
     private func queue(_ created: OpaquePointer, _ response: HTTPResponse) -> MHD_Result {
         defer { MHD_destroy_response(created) }
-        for header in response.headers {
+        Self.add(response.headers, to: created)
+        return MHD_queue_response(pointer, Self.status(response), created)
+    }
+
+    static func add(_ headers: [(name: String, value: String)], to response: OpaquePointer) {
+        for header in headers {
             // MHD refuses headers it manages itself (Content-Length, Transfer-Encoding) and values containing
             // CR or LF; dropping those is safer than failing the whole response. `withCString` lends the
             // string's own bytes (a short one is copied to the stack); passing a String as a C pointer
             // would make a heap copy of each name and value (docs/performance.md, "The HTTP cost, profiled").
             _ = header.name.withCString { name in
-                header.value.withCString { value in MHD_add_response_header(created, name, value) }
+                header.value.withCString { value in MHD_add_response_header(response, name, value) }
             }
         }
-        // MHD rejects codes outside 100...999; a handler bug becomes a 500 rather than a dropped connection.
-        let status = (100...999).contains(response.status) ? response.status : 500
-        return MHD_queue_response(pointer, UInt32(status), created)
+    }
+
+    /// MHD rejects codes outside 100...999; a handler bug becomes a 500 rather than a dropped connection.
+    private static func status(_ response: HTTPResponse) -> UInt32 {
+        UInt32((100...999).contains(response.status) ? response.status : 500)
     }
 
     /// `reserving`: room made before collecting, so a browser's usual dozen headers take one allocation.

@@ -107,7 +107,7 @@ final class StatePublisher: BridgeFeature {
                 guard let user = home.user(id: key.user), let room = user.rooms.first(where: { $0.id == key.room })
                 else { continue }
                 let topic = topics.room(user: key.user, room: key.room)
-                let bytes = roomDocuments.document(room, user: key.user, in: home)
+                let bytes = roomDocuments.document(room, user: key.user, in: home).bytes
                 let payload = String(decoding: bytes, as: UTF8.self)
                 if touched[key] == true {
                     tracker.markPublished(topic: topic, payload: payload, now: now)
@@ -222,7 +222,7 @@ final class StatePublisher: BridgeFeature {
             current[sensor].map { (topics.sensor(user: user.id, room: room.id, sensor: sensor), $0.mqttPayload) }
         }
         values.append((topics.room(user: user.id, room: room.id),
-                       String(decoding: roomDocuments.document(room, user: user.id, in: home), as: UTF8.self)))
+                       String(decoding: roomDocuments.document(room, user: user.id, in: home).bytes, as: UTF8.self)))
         tracker.withLock { tracker in
             let now = self.now
             for (topic, payload) in values { tracker.markPublished(topic: topic, payload: payload, now: now) }
