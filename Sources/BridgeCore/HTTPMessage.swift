@@ -5,8 +5,8 @@ public struct HTTPRequest: Sendable {
     public var path: String
     /// Query parameters in the order received.
     public var query: [(name: String, value: String)]
-    /// Header names in lower case.
-    public var headers: [String: String]
+    /// Looked up by lower-case name.
+    public var headers: HTTPHeaders
     public var body: [UInt8]
     /// The client's address as text (`127.0.0.1`), for throttling and logs.
     public var clientAddress: String
@@ -15,7 +15,7 @@ public struct HTTPRequest: Sendable {
         method: String,
         path: String,
         query: [(name: String, value: String)] = [],
-        headers: [String: String] = [:],
+        headers: HTTPHeaders = [:],
         body: [UInt8] = [],
         clientAddress: String = ""
     ) {
@@ -30,6 +30,40 @@ public struct HTTPRequest: Sendable {
     /// The first value of a query parameter.
     public func queryValue(_ name: String) -> String? {
         query.first { $0.name == name }?.value
+    }
+}
+
+/// A request's headers as they arrived, looked up by lower-case name; repeated ones are joined the way
+/// HTTP allows (`a, b`; cookies with `; `). A list rather than a dictionary: a request carries a dozen
+/// headers and a route reads one or two, so scanning them costs less than hashing every name on
+/// every request (docs/performance.md, "Prepared responses").
+public struct HTTPHeaders: Sendable, ExpressibleByDictionaryLiteral {
+    private var fields: [(name: String, value: String)]
+
+    /// Names as sent, in arrival order.
+    public init(_ fields: [(name: String, value: String)]) {
+        self.fields = fields
+    }
+
+    public init(dictionaryLiteral elements: (String, String)...) {
+        fields = elements.map { (name: $0.0, value: $0.1) }
+    }
+
+    /// The value of the header named `lowercasedName` (which must be in lower case: another name finds
+    /// nothing), every occurrence joined.
+    public subscript(lowercasedName: String) -> String? {
+        guard !lowercasedName.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) else {
+            return nil
+        }
+        var found: String?
+        for field in fields where HTTPHeaderName.equal(field.name, lowercasedName) {
+            if let earlier = found {
+                found = earlier + (lowercasedName == "cookie" ? "; " : ", ") + field.value
+            } else {
+                found = field.value
+            }
+        }
+        return found
     }
 }
 

@@ -27,7 +27,10 @@ public struct HostAllowList: Sendable, Equatable {
     /// A missing header is allowed: only HTTP/1.0 clients omit it, and browsers always send one.
     public func allows(hostHeader: String?) -> Bool {
         guard let hosts, let header = hostHeader else { return true }
-        return hosts.contains(Self.normalized(Self.stripPort(header)))
+        let name = Self.stripPort(header)
+        // The allowed names are normalised, so a name found as it was sent needs no normalising: the usual
+        // case, on every request, without `normalized`'s Unicode lower-casing.
+        return hosts.contains(name) || hosts.contains(Self.normalized(name))
     }
 
     /// Whether the address listens beyond this machine (`0.0.0.0`, `::`, or a non-loopback address).

@@ -63,7 +63,16 @@ public struct User: Sendable, Equatable {
     /// Finds one of the user's rooms by id or display name, in any case.
     public func room(named nameOrID: String) -> Room? {
         let key = nameOrID.lowercased()
-        return rooms.first { $0.id == key || $0.name.lowercased() == key }
+        return rooms.first { $0.id == key || Self.lowercases($0.name, to: key) }
+    }
+
+    /// `name.lowercased() == key`, without making the lower-case copy when `name` is ASCII (the room
+    /// route asks on every request).
+    private static func lowercases(_ name: String, to key: String) -> Bool {
+        guard name.utf8.allSatisfy({ $0 < 0x80 }) else { return name.lowercased() == key }
+        return name.utf8.count == key.utf8.count && zip(name.utf8, key.utf8).allSatisfy { byte, lowered in
+            (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte) == lowered
+        }
     }
 }
 

@@ -80,25 +80,11 @@ final class RequestDispatcher: Sendable {
             method: method,
             path: path,
             query: connection.queryArguments,
-            headers: Self.headerDictionary(connection.headers),
+            headers: HTTPHeaders(connection.headers),
             body: pending.body,
             clientAddress: connection.clientAddress
         )
         return connection.queue(handler(request), streams: streams)
-    }
-
-    /// Lower-cases names and joins repeated headers the way HTTP allows (`a, b`; cookies with `; `).
-    private static func headerDictionary(_ headers: [(name: String, value: String)]) -> [String: String] {
-        var dictionary = [String: String](minimumCapacity: headers.count)
-        for header in headers {
-            let name = HTTPHeaderName.lowercased(header.name)
-            if let existing = dictionary[name] {
-                dictionary[name] = existing + (name == "cookie" ? "; " : ", ") + header.value
-            } else {
-                dictionary[name] = header.value
-            }
-        }
-        return dictionary
     }
 
     private static let bodyTooLarge = error(status: 413, message: "Request body too large")

@@ -13,11 +13,11 @@ struct NotificationTests {
     final class Receiver: Sendable {
         struct Got: Sendable {
             var path: String
-            var headers: [String: String]
+            var headers: HTTPHeaders
             var json: [String: Any] { (try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any]) ?? [:] }
             var body: [UInt8]
             func header(_ name: String) -> String? {
-                headers.first { $0.key.lowercased() == name.lowercased() }?.value
+                headers[name.lowercased()]
             }
         }
 
