@@ -80,9 +80,10 @@ extension HTTPRoutes {
                     if let refusal = HTTPRoutes.ownersOnly(session) { return refusal }
                     return changeRoom(request, method: method, user: session.userID, room: path[1], home: home)
                 }
+                // The room as the token sees it, found once: a guest's view holds the user's very rooms.
                 let home = home()
-                guard HTTPRoutes.visibleUser(session, in: home)?.room(named: path[1]) != nil else { return HTTPRoutes.notFound }
-                return roomResponse(user: session.userID, room: path[1], home: home)
+                guard let room = HTTPRoutes.visibleUser(session, in: home)?.room(named: path[1]) else { return HTTPRoutes.notFound }
+                return HTTPRoutes.json(shared: roomDocuments.apiDocument(room, user: session.userID, in: home))
             }
         case _ where path.count == 3 && path[0] == "rooms" && path[2] == "history":
             guard method == "GET" else { return HTTPRoutes.methodNotAllowed(allow: "GET, HEAD") }

@@ -22,10 +22,23 @@ public final class SessionService: Sendable {
     private let revoked: Mutex<RevokedSessions>
     private let handler = Mutex<RevocationHandler?>(nil)
     /// Tokens whose signature was already checked, with their claims: a client sends the same
-    /// token with every request, and the key never changes while the bridge runs. Expiry and
-    /// revocation are still checked every time. Emptied when full, so it stays bounded.
-    private let verified = Mutex<[String: SessionClaims]>([:])
+    /// token with every request, and the key never changes while the bridge runs. Emptied when
+    /// full, so it stays bounded.
+    private let verified = Mutex<[String: Verified]>([:])
     private static let verifiedCapacity = 4096
+    /// Counts what can end a token that checked out: revocations, accounts changed, logouts
+    /// everywhere. Counted after each such change is made.
+    private let changes = Atomic<UInt64>(0)
+
+    /// A token's claims and, once it checked out, its session and the `changes` count read before
+    /// that check: while the count is the same, nothing that could end the token has happened, and
+    /// only its expiry is checked again (docs/performance.md, "Prepared responses"). Not kept for
+    /// guests' tokens, nor on a shared database, whose revocations are read from it every time.
+    private struct Verified: Sendable {
+        var claims: SessionClaims
+        var session: SessionServices.Session?
+        var checkedAt: UInt64 = 0
+    }
     private let closeStreams: @Sendable (_ sessionID: String) -> Void
     private let closeUserStreams: @Sendable (_ userID: String) -> Void
     /// The configured users by id: what a token's binding is checked against.
@@ -151,13 +164,25 @@ public final class SessionService: Sendable {
     }
 
     private func session(of token: String) throws -> SessionServices.Session? {
-        guard let claims = claims(of: token), !claims.isExpired(atUnixSeconds: now().timeIntervalSince1970),
-              !revoked.withLock({ $0.contains(id: claims.idText) }),
+        let seen = changes.load(ordering: .acquiring)
+        guard let known = verifiedEntry(of: token), !known.claims.isExpired(atUnixSeconds: now().timeIntervalSince1970)
+        else { return nil }
+        if let session = known.session, known.checkedAt == seen { return session }
+        let claims = known.claims
+        guard !revoked.withLock({ $0.contains(id: claims.idText) }),
               try !shared || !store.isRevoked(id: claims.idText, now: Int64(now().timeIntervalSince1970))
         else { return nil }
         if claims.isGuest { return guestSession(claims) }
         guard try claims.binding == binding(of: claims.userID) else { return nil }
-        return SessionServices.Session(userID: claims.userID, id: claims.idText, expiresAt: claims.expiresAt)
+        let session = SessionServices.Session(userID: claims.userID, id: claims.idText, expiresAt: claims.expiresAt)
+        if !shared {
+            verified.withLock { verified in
+                guard verified[token] != nil else { return }
+                verified[token]?.session = session
+                verified[token]?.checkedAt = seen
+            }
+        }
+        return session
     }
 
     /// The account as it is now, as a token carries it: a keyed digest of the user's id, username and
@@ -200,6 +225,7 @@ public final class SessionService: Sendable {
         bindings.withLock { cache in
             accounts.withLock { change(&$0, &cache) }
         }
+        changes.add(1, ordering: .releasing)
     }
 
     private static func generationKey(_ userID: String) -> String { "session_generation:" + userID }
@@ -214,6 +240,7 @@ public final class SessionService: Sendable {
                 try settings.set(key, to: String(next))
                 cache[userID] = nil
             }
+            changes.add(1, ordering: .releasing)
         } catch {
             logger.error("cannot store a logout everywhere", ["error": "\(error)"])
             throw error
@@ -245,17 +272,23 @@ public final class SessionService: Sendable {
     func record(_ revocation: SessionRevocation) throws(StorageError) {
         try store.add(id: revocation.id, expiresAt: revocation.expiresAt)
         revoked.withLock { _ = $0.insert(revocation, now: now().timeIntervalSince1970) }
+        changes.add(1, ordering: .releasing)
         closeStreams(revocation.id)
     }
 
     func claims(of token: String) -> SessionClaims? {
+        verifiedEntry(of: token)?.claims
+    }
+
+    private func verifiedEntry(of token: String) -> Verified? {
         if let known = verified.withLock({ $0[token] }) { return known }
         guard let claims = signer.verify(token).flatMap(SessionClaims.init(payload:)) else { return nil }
+        let entry = Verified(claims: claims)
         verified.withLock { verified in
             if verified.count >= Self.verifiedCapacity { verified.removeAll(keepingCapacity: true) }
-            verified[token] = claims
+            verified[token] = entry
         }
-        return claims
+        return entry
     }
 
     static func bytes(hex text: String) -> [UInt8]? {
