@@ -173,10 +173,13 @@ public struct HTTPRoutes: Sendable {
             guard method == "GET" else { return HTTPRoutes.methodNotAllowed(allow: "GET, HEAD") }
             if segments.count == 3 { prepareUser?(segments[1]) }
             let home = home()
-            guard let user = home.user(id: segments[1]) else { return HTTPRoutes.notFound }
-            guard segments.count == 3 else { return HTTPRoutes.json(shared: roomDocuments.roomsList(user)) }
-            guard let room = user.room(named: segments[2]) else { return HTTPRoutes.notFound }
-            return HTTPRoutes.json(shared: roomDocuments.document(room, user: user.id, in: home))
+            guard segments.count == 3 else {
+                guard let user = home.user(id: segments[1]) else { return HTTPRoutes.notFound }
+                return HTTPRoutes.json(shared: roomDocuments.roomsList(user))
+            }
+            // An unknown user and an unknown room are the same 404.
+            guard let room = home.room(ofUser: segments[1], named: segments[2]) else { return HTTPRoutes.notFound }
+            return HTTPRoutes.json(shared: roomDocuments.document(room, user: segments[1], in: home))
         default:
             guard let file = staticFiles?(request.path) else {
                 return staticFiles == nil && request.path == "/" ? HTTPRoutes.noDashboard : HTTPRoutes.notFound

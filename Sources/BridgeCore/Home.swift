@@ -29,24 +29,85 @@ public struct Reading: Sendable, Equatable {
 /// The configured users and rooms with every sensor's current value: the state the bridge
 /// publishes over MQTT and serves over HTTP.
 public struct Home: Sendable {
-    public private(set) var users: [User]
-    private var values: [RoomKey: [SensorKind: SensorValue]] = [:]
-    private var updated: [RoomKey: Date] = [:]
+    /// Every field, behind one reference: the HTTP server's threads each take a copy of the home per
+    /// request (`HomeStore`), which is then one retain of one object rather than one of every
+    /// dictionary, all shared by those threads (docs/performance.md, "Prepared responses").
+    private var storage = Storage()
+
+    /// `@unchecked Sendable` because its fields are `var`s. It is safe because a `Storage` is changed
+    /// only through `Home`'s accessors below, which first copy it unless this home holds the only
+    /// reference (`isKnownUniquelyReferenced`): one shared between homes, and so between threads,
+    /// is never changed.
+    private final class Storage: @unchecked Sendable {
+        var users: [User] = []
+        var values: [RoomKey: [SensorKind: SensorValue]] = [:]
+        var updated: [RoomKey: Date] = [:]
+        var seen: [RoomKey: [SensorKind: Date]] = [:]
+        var revisions: [RoomKey: Int] = [:]
+        var extraSensors: [RoomKey: [SensorKind]] = [:]
+        var indexByID: [String: Int] = [:]
+        var indexByUsername: [String: Int] = [:]
+
+        init() {}
+
+        init(copying other: Storage) {
+            users = other.users
+            values = other.values
+            updated = other.updated
+            seen = other.seen
+            revisions = other.revisions
+            extraSensors = other.extraSensors
+            indexByID = other.indexByID
+            indexByUsername = other.indexByUsername
+        }
+    }
+
+    private mutating func uniqueStorage() -> Storage {
+        if !isKnownUniquelyReferenced(&storage) { storage = Storage(copying: storage) }
+        return storage
+    }
+
+    public private(set) var users: [User] {
+        get { storage.users }
+        _modify { yield &uniqueStorage().users }
+    }
+    private var values: [RoomKey: [SensorKind: SensorValue]] {
+        get { storage.values }
+        _modify { yield &uniqueStorage().values }
+    }
+    private var updated: [RoomKey: Date] {
+        get { storage.updated }
+        _modify { yield &uniqueStorage().updated }
+    }
     /// When each sensor last reported, changed or not (README, "Prometheus").
-    private var seen: [RoomKey: [SensorKind: Date]] = [:]
+    private var seen: [RoomKey: [SensorKind: Date]] {
+        get { storage.seen }
+        _modify { yield &uniqueStorage().seen }
+    }
     /// How often each room's values changed: what a cached room document is checked against.
-    private var revisions: [RoomKey: Int] = [:]
+    private var revisions: [RoomKey: Int] {
+        get { storage.revisions }
+        _modify { yield &uniqueStorage().revisions }
+    }
     /// Sensors a room reported beyond its configured ones (an upstream's generic sensors), in the
     /// order first seen.
-    private var extraSensors: [RoomKey: [SensorKind]] = [:]
+    private var extraSensors: [RoomKey: [SensorKind]] {
+        get { storage.extraSensors }
+        _modify { yield &uniqueStorage().extraSensors }
+    }
 
     /// Position of each user in `users` by id and by username: every reading, command and request
     /// looks a user up, and a building can have thousands.
-    private var indexByID: [String: Int] = [:]
-    private var indexByUsername: [String: Int] = [:]
+    private var indexByID: [String: Int] {
+        get { storage.indexByID }
+        _modify { yield &uniqueStorage().indexByID }
+    }
+    private var indexByUsername: [String: Int] {
+        get { storage.indexByUsername }
+        _modify { yield &uniqueStorage().indexByUsername }
+    }
 
     public init(users: [User]) {
-        self.users = []
         setUsers(users)
     }
 
@@ -85,6 +146,14 @@ public struct Home: Sendable {
 
     public func user(id: String) -> User? {
         indexByID[id].map { users[$0] }
+    }
+
+    /// `user(id:)?.room(named:)` without copying the user out first (the room route asks on every request).
+    public func room(ofUser id: String, named name: String) -> Room? {
+        guard let index = indexByID[id] else { return nil }
+        // Only the user's rooms are read out of the buffer: a copy of the whole user would retain each of
+        // its fields, which every server thread shares.
+        return storage.users.withUnsafeBufferPointer { User.room(named: name, in: $0[index].rooms) }
     }
 
     /// Usernames match exactly, as the original backend did.

@@ -62,8 +62,18 @@ public struct User: Sendable, Equatable {
 
     /// Finds one of the user's rooms by id or display name, in any case.
     public func room(named nameOrID: String) -> Room? {
+        Self.room(named: nameOrID, in: rooms)
+    }
+
+    /// `room(named:)` of the user with these rooms, for a caller that has the rooms but not a copy of
+    /// the user (`Home.room(ofUser:named:)`).
+    static func room(named nameOrID: String, in rooms: [Room]) -> Room? {
         let key = nameOrID.lowercased()
-        return rooms.first { $0.id == key || Self.lowercases($0.name, to: key) }
+        // Through the buffer: each room is read where it is (an array's subscript would copy each one
+        // out, a retain of each of its fields), and only the one found is copied.
+        return rooms.withUnsafeBufferPointer { rooms in
+            rooms.firstIndex { $0.id == key || Self.lowercases($0.name, to: key) }.map { rooms[$0] }
+        }
     }
 
     /// `name.lowercased() == key`, without making the lower-case copy when `name` is ASCII (the room
