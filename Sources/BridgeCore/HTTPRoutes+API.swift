@@ -4,10 +4,10 @@ import Foundation
 extension HTTPRoutes {
     func api(_ request: HTTPRequest, method: String, path: [String], home: () -> Home) -> HTTPResponse {
         switch path {
-        case ["login"]:
+        case _ where path.matches("login"):
             guard method == "POST" else { return HTTPRoutes.methodNotAllowed(allow: "POST") }
             return apiLogin(request, home: home())
-        case ["logout"]:
+        case _ where path.matches("logout"):
             guard method == "POST" else { return HTTPRoutes.methodNotAllowed(allow: "POST") }
             return authenticated(request, home: home) { session, token in
                 do {
@@ -19,7 +19,7 @@ extension HTTPRoutes {
                                           address: ClientAddress.of(request, trustedProxies: trustedProxies), outcome: "ok"))
                 return HTTPResponse(status: 204)
             }
-        case ["logout", "all"]:
+        case _ where path.matches("logout", "all"):
             guard method == "POST" else { return HTTPRoutes.methodNotAllowed(allow: "POST") }
             return authenticated(request, home: home) { session, _ in
                 if let refusal = HTTPRoutes.ownersOnly(session) { return refusal }
@@ -32,7 +32,7 @@ extension HTTPRoutes {
                                           address: ClientAddress.of(request, trustedProxies: trustedProxies), outcome: "ok"))
                 return HTTPResponse(status: 204)
             }
-        case ["events"]:
+        case _ where path.matches("events"):
             guard method == "GET" else { return HTTPRoutes.methodNotAllowed(allow: "GET") }
             return authenticated(request, home: home) { session, _ in
                 switch openEvents(session) {
@@ -55,7 +55,7 @@ extension HTTPRoutes {
                     )
                 }
             }
-        case ["rooms"]:
+        case _ where path.matches("rooms"):
             guard method == "GET" || (method == "POST" && rooms != nil) else {
                 return HTTPRoutes.methodNotAllowed(allow: rooms == nil ? "GET, HEAD" : "GET, HEAD, POST")
             }
@@ -82,7 +82,9 @@ extension HTTPRoutes {
                 }
                 // The room as the token sees it, found once: a guest's view holds the user's very rooms.
                 let home = home()
-                guard let room = HTTPRoutes.visibleUser(session, in: home)?.room(named: path[1]) else { return HTTPRoutes.notFound }
+                let found = session.guest == nil ? home.room(ofUser: session.userID, named: path[1])
+                    : HTTPRoutes.visibleUser(session, in: home)?.room(named: path[1])
+                guard let room = found else { return HTTPRoutes.notFound }
                 return HTTPRoutes.json(shared: roomDocuments.apiDocument(room, user: session.userID, in: home))
             }
         case _ where path.count == 3 && path[0] == "rooms" && path[2] == "history":
@@ -109,7 +111,7 @@ extension HTTPRoutes {
                 guard let user = home().user(id: session.userID) else { return HTTPRoutes.unauthorized }
                 return guestsRoute(request, method: method, path: path, user: user)
             }
-        case _ where !path.isEmpty && (path[0] == "users" && path.count <= 2 || path == ["devices", "unbound"]):
+        case _ where !path.isEmpty && (path[0] == "users" && path.count <= 2 || path.matches("devices", "unbound")):
             return authenticated(request, home: home) { session, _ in
                 if let refusal = HTTPRoutes.ownersOnly(session) { return refusal }
                 guard let user = home().user(id: session.userID) else { return HTTPRoutes.unauthorized }
@@ -230,7 +232,7 @@ extension HTTPRoutes {
         } catch {
             return failed(request, error)
         }
-        guard let session, home().user(id: session.userID) != nil else { return HTTPRoutes.unauthorized }
+        guard let session, home().hasUser(id: session.userID) else { return HTTPRoutes.unauthorized }
         prepareUser?(session.userID)
         return body(session, token)
     }

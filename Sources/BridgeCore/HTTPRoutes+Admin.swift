@@ -5,11 +5,11 @@ import Foundation
 extension HTTPRoutes {
     func adminRoute(_ request: HTTPRequest, method: String, path: [String], home: Home) -> HTTPResponse {
         switch path {
-        case ["devices", "unbound"]:
+        case _ where path.matches("devices", "unbound"):
             guard method == "GET" else { return HTTPRoutes.methodNotAllowed(allow: "GET, HEAD") }
             let devices = unboundDevices?() ?? []
             return HTTPRoutes.json(.object([("devices", .array(devices.map(\.json)))]))
-        case ["users"]:
+        case _ where path.matches("users"):
             switch method {
             case "GET": return HTTPRoutes.json(.object([("users", .array(home.users.map(userJSON)))]))
             case "POST" where users != nil: return changeUser(request) { users, body in

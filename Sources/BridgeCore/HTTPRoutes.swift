@@ -153,10 +153,10 @@ public struct HTTPRoutes: Sendable {
         let method = request.method == "HEAD" ? "GET" : request.method
 
         switch segments {
-        case ["healthz"]:
+        case _ where segments.matches("healthz"):
             guard method == "GET" else { return HTTPRoutes.methodNotAllowed(allow: "GET, HEAD") }
             return healthz(health())
-        case ["metrics"]:
+        case _ where segments.matches("metrics"):
             guard method == "GET" else { return HTTPRoutes.methodNotAllowed(allow: "GET, HEAD") }
             if let metricsToken, !HTTPRoutes.sameBytes(HTTPRoutes.bearerToken(request), metricsToken) {
                 return HTTPRoutes.unauthorized
@@ -338,20 +338,20 @@ public struct HTTPRoutes: Sendable {
     /// Runs on every request: split on the byte (the path is UTF-8 and `/` never occurs inside a multi-byte
     /// character) into one array made with room for the usual depth, where `split` and `map` grew two.
     static func pathSegments(_ path: String) -> [String] {
-        var segments: [String] = []
-        segments.reserveCapacity(8)
-        let bytes = path.utf8
-        var start: String.Index?  // where the current segment began; nil before the first "/"
-        var index = bytes.startIndex
-        while index != bytes.endIndex {
-            if bytes[index] == UInt8(ascii: "/") {
-                if let start { segments.append(String(Substring(bytes[start..<index]))) }
-                start = bytes.index(after: index)
+        var path = path
+        // On the path's own bytes: a segment made from them is a new (usually small, inline) string,
+        // where one made from a `Substring` retained the path for each segment.
+        return path.withUTF8 { bytes in
+            var segments: [String] = []
+            segments.reserveCapacity(8)
+            var start: Int?  // where the current segment began; nil before the first "/"
+            for index in bytes.indices where bytes[index] == UInt8(ascii: "/") {
+                if let start { segments.append(String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)) }
+                start = index + 1
             }
-            index = bytes.index(after: index)
+            if let start { segments.append(String(decoding: UnsafeBufferPointer(rebasing: bytes[start...]), as: UTF8.self)) }
+            return segments
         }
-        if let start { segments.append(String(Substring(bytes[start..<index]))) }
-        return segments
     }
 
     static func secured(_ response: HTTPResponse) -> HTTPResponse {
@@ -415,4 +415,13 @@ public struct HTTPRoutes: Sendable {
         reportFailure?(request, error)
         return HTTPRoutes.internalError
     }
+}
+
+extension Array where Element == String {
+    /// Whether the path's segments are exactly these. Routes compare with this rather than with an
+    /// array literal (`case ["login"]:`), which made an array for every case tried on every request
+    /// (docs/performance.md, "Prepared responses").
+    func matches(_ only: String) -> Bool { count == 1 && self[0] == only }
+
+    func matches(_ first: String, _ second: String) -> Bool { count == 2 && self[0] == first && self[1] == second }
 }

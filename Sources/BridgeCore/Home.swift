@@ -148,6 +148,11 @@ public struct Home: Sendable {
         indexByID[id].map { users[$0] }
     }
 
+    /// `user(id:) != nil` without copying the user out.
+    public func hasUser(id: String) -> Bool {
+        indexByID[id] != nil
+    }
+
     /// `user(id:)?.room(named:)` without copying the user out first (the room route asks on every request).
     public func room(ofUser id: String, named name: String) -> Room? {
         guard let index = indexByID[id] else { return nil }

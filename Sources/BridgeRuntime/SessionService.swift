@@ -34,10 +34,17 @@ public final class SessionService: Sendable {
     /// that check: while the count is the same, nothing that could end the token has happened, and
     /// only its expiry is checked again (docs/performance.md, "Prepared responses"). Not kept for
     /// guests' tokens, nor on a shared database, whose revocations are read from it every time.
-    private struct Verified: Sendable {
-        var claims: SessionClaims
-        var session: SessionServices.Session?
-        var checkedAt: UInt64 = 0
+    /// A class, so that the cache hands out one reference rather than a copy of every field.
+    private final class Verified: Sendable {
+        let claims: SessionClaims
+        let session: SessionServices.Session?
+        let checkedAt: UInt64
+
+        init(claims: SessionClaims, session: SessionServices.Session? = nil, checkedAt: UInt64 = 0) {
+            self.claims = claims
+            self.session = session
+            self.checkedAt = checkedAt
+        }
     }
     private let closeStreams: @Sendable (_ sessionID: String) -> Void
     private let closeUserStreams: @Sendable (_ userID: String) -> Void
@@ -176,10 +183,10 @@ public final class SessionService: Sendable {
         guard try claims.binding == binding(of: claims.userID) else { return nil }
         let session = SessionServices.Session(userID: claims.userID, id: claims.idText, expiresAt: claims.expiresAt)
         if !shared {
+            let checked = Verified(claims: claims, session: session, checkedAt: seen)
             verified.withLock { verified in
                 guard verified[token] != nil else { return }
-                verified[token]?.session = session
-                verified[token]?.checkedAt = seen
+                verified[token] = checked
             }
         }
         return session

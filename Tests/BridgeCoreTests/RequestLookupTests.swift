@@ -16,6 +16,17 @@ import Testing
         #expect(literal["authorization"] == "Bearer x")
     }
 
+    @Test func aPathSplitsIntoItsSegmentsEmptyOnesKept() {
+        #expect(HTTPRoutes.pathSegments("/rooms/1/Kitchen") == ["rooms", "1", "Kitchen"])
+        #expect(HTTPRoutes.pathSegments("/rooms/1/") == ["rooms", "1", ""])
+        #expect(HTTPRoutes.pathSegments("//a") == ["", "a"])
+        #expect(HTTPRoutes.pathSegments("/") == [""])
+        #expect(HTTPRoutes.pathSegments("") == [])
+        #expect(HTTPRoutes.pathSegments("no-slash") == [])
+        #expect(HTTPRoutes.pathSegments("/api/v1/rooms/wohnzimmer süd/history") == ["api", "v1", "rooms", "wohnzimmer süd", "history"])
+        #expect(HTTPRoutes.pathSegments("/a-segment-longer-than-fifteen-bytes/x") == ["a-segment-longer-than-fifteen-bytes", "x"])
+    }
+
     @Test func aRoomIsFoundByIdOrByNameInAnyCaseFirstMatchFirst() {
         let user = User(id: "1", username: "u", passwordHash: "", rooms: [
             Room(id: "living", name: "Wohnzimmer Süd", sensors: [.lights]),
