@@ -126,14 +126,15 @@ public enum HTTPHeaderName {
     /// Whether two names are the same ignoring ASCII case.
     public static func equal(_ a: String, _ b: String) -> Bool {
         guard a.utf8.count == b.utf8.count else { return false }
-        // On the strings' own bytes (a header lookup runs this for every header of every request).
-        var a = a, b = b
-        return a.withUTF8 { a in
-            b.withUTF8 { b in
+        // On the strings' own bytes (a header lookup runs this for every header of every request); a
+        // string without contiguous UTF-8 (bridged) is compared through its view.
+        let compared = a.utf8.withContiguousStorageIfAvailable { a in
+            b.utf8.withContiguousStorageIfAvailable { b in
                 for index in 0..<a.count where lower(a[index]) != lower(b[index]) { return false }
                 return true
             }
         }
+        return (compared ?? nil) ?? zip(a.utf8, b.utf8).allSatisfy { lower($0) == lower($1) }
     }
 
     /// The name in lower case (only A–Z change); a name already in lower case is returned as it is.

@@ -240,21 +240,24 @@ extension HTTPRoutes {
     /// The token of an `Authorization: Bearer <token>` header.
     static func bearerToken(_ request: HTTPRequest) -> String? {
         guard let value = request.headers["authorization"] else { return nil }
-        // Byte by byte rather than through Foundation's trimming: this runs on every API request.
-        let bytes = Array(value.utf8)
-        let isBlank = { (byte: UInt8) in byte == 0x20 || byte == 0x09 }
-        var start = bytes.firstIndex { !isBlank($0) } ?? bytes.endIndex
-        let scheme = Array("bearer".utf8)
-        guard bytes.count - start > scheme.count,
-              zip(bytes[start...], scheme).allSatisfy({ $0 | 0x20 == $1 }), isBlank(bytes[start + scheme.count])
-        else { return nil }
-        start += scheme.count
-        while start < bytes.count, isBlank(bytes[start]) { start += 1 }
-        var end = bytes.count
-        while end > start, isBlank(bytes[end - 1]) { end -= 1 }
-        // Signed tokens carry the user id, so their length follows it; 1 KiB still caps the work.
-        guard end > start, end - start <= 1024 else { return nil }
-        return String(decoding: bytes[start..<end], as: UTF8.self)
+        // Byte by byte on the header's own bytes rather than through Foundation's trimming or a copy:
+        // this runs on every API request.
+        var header = value
+        return header.withUTF8 { bytes -> String? in
+            let isBlank = { (byte: UInt8) in byte == 0x20 || byte == 0x09 }
+            var start = bytes.firstIndex { !isBlank($0) } ?? bytes.endIndex
+            let scheme = "bearer".utf8
+            guard bytes.count - start > scheme.count,
+                  zip(bytes[start...], scheme).allSatisfy({ $0 | 0x20 == $1 }), isBlank(bytes[start + scheme.count])
+            else { return nil }
+            start += scheme.count
+            while start < bytes.count, isBlank(bytes[start]) { start += 1 }
+            var end = bytes.count
+            while end > start, isBlank(bytes[end - 1]) { end -= 1 }
+            // Signed tokens carry the user id, so their length follows it; 1 KiB still caps the work.
+            guard end > start, end - start <= 1024 else { return nil }
+            return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
+        }
     }
 
     static var unauthorized: HTTPResponse {
