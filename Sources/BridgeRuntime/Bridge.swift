@@ -11,17 +11,18 @@ public final class Bridge: Sendable {
     /// The version reported by `--version`, `bridge/info` and Home Assistant.
     public static let version = "0.1.0"
 
-    private let configuration: BridgeConfiguration
-    private let logger: Logger
-    private let mqtt: MQTTClient
-    private let http: HTTPServer
-    private let router: MessageRouter
-    private let controller: HomeController
-    private let source: any Source
-    private let history: HistoryStore
+    // Not private: `run()` and the event loop are in Bridge+Run.swift.
+    let configuration: BridgeConfiguration
+    let logger: Logger
+    let mqtt: MQTTClient
+    let http: HTTPServer
+    let router: MessageRouter
+    let controller: HomeController
+    let source: any Source
+    let history: HistoryStore
     /// In start-up order; shut down in reverse.
-    private let features: [any BridgeFeature]
-    private let brokerAddress: String
+    let features: [any BridgeFeature]
+    let brokerAddress: String
     private let reloader: ConfigReloader
 
     /// Sets the bridge up (opens the database) without connecting or listening yet.
@@ -40,32 +41,10 @@ public final class Bridge: Sendable {
         let mqtt = try MQTTClient(configuration: Bridge.mqttConfiguration(fileConfiguration, broker: broker, logger: logger))
         self.mqtt = mqtt
         let database = try Database.open(fileConfiguration)
-        // Users an admin made through the API join the config's (README, "Admins and unbound devices");
-        // a cluster has only the config's, which every instance reads alike.
         let clustered = fileConfiguration.cluster.instances > 1
-        let loadAPIUsers: @Sendable ([User]) throws -> [User] = { [logger] configured in
-            clustered ? [] : try UserAdministration.load(database, configured: configured, logger: logger)
-        }
-        let apiUsers = try loadAPIUsers(fileConfiguration.users)
-        var configuration = fileConfiguration.adding(users: apiUsers)
-        for file in database.path.map(StorageFiles.readableByOthers(databasePath:)) ?? [] {
-            logger.warning("storage readable by other users; it holds the token signing key: chmod go-rwx it",
-                           ["file": file])
-        }
-        // Rooms made through the API or MQTT requests join their users' (README, "Managing the home"):
-        // the file's users' and those made through the API.
-        let managedRooms = ManagedRoomStore(database: database)
-        let rules = RoomRules(configuration: fileConfiguration, configFile: configFile)
-        let merged: (users: [User], skipped: [(ManagedRoom, String)])
-        let keptRooms: [ManagedRoom]
-        do {
-            keptRooms = try managedRooms.all()
-            merged = rules.merge(configuration.users, rows: keptRooms)
-        } catch {
-            throw RuntimeError("cannot read the rooms made through the API: \(error.description)")
-        }
-        RoomManager.log(skipped: merged.skipped, logger)
-        configuration.users = merged.users
+        let starting = try Bridge.startingUsers(fileConfiguration, database: database, configFile: configFile,
+                                                logger: logger)
+        let configuration = starting.configuration
         self.configuration = configuration
         let topics = Topics(base: configuration.mqtt.baseTopic)
         let outbound = Outbound(broker: mqtt, qos: configuration.mqtt.qos, logger: logger)
@@ -154,26 +133,14 @@ public final class Bridge: Sendable {
         let layout = HomeLayout(store: store, source: source, devices: devices, publisher: publisher, discovery: discovery,
                                 announced: announced, sourced: { ownership.owns($0) }, logger: logger,
                                 changed: { homieFeature?.roomsChanged() })
-        // Users taken over start from what the database last had (their lights above all), the sources
-        // follow, and their retained state, Home Assistant configs and availability go out at once.
-        ownership.onChange { [history, controller] change in
-            if !change.taken.isEmpty {
-                do {
-                    _ = controller.restore(try history.lastValues().filter { change.taken.contains($0.user) })
-                } catch {
-                    logger.warning("cannot read the last values of the users taken over", ["error": "\(error)"])
-                }
-            }
-            layout.ownershipChanged(change)
-            if !change.taken.isEmpty { publisher.publishTakenOver(change.taken) }
-            homieFeature?.ownershipChanged(change)
-        }
-        let rooms = RoomManager(rules: rules, rows: keptRooms,
-                                store: managedRooms, home: store, layout: layout)
+        Bridge.followOwnership(ownership, history: history, controller: controller, layout: layout,
+                               publisher: publisher, homie: homieFeature, logger: logger)
+        let rooms = RoomManager(rules: starting.rules, rows: starting.keptRooms,
+                                store: starting.managedRooms, home: store, layout: layout)
         let users = clustered ? nil : UserAdministration(database: database, home: store, rooms: rooms,
-                                                         sessions: sessions, apiUsers: apiUsers, logger: logger)
+                                                         sessions: sessions, apiUsers: starting.apiUsers, logger: logger)
         reloader = ConfigReloader(configFile: configFile, environment: environment, started: loaded ?? fileConfiguration,
-                                  rooms: rooms, apiUsers: loadAPIUsers, logger: logger,
+                                  rooms: rooms, apiUsers: starting.loadAPIUsers, logger: logger,
                                   usersChanged: { sessions.usersChanged($0) })
         let requests = BridgeRequests(topics: topics, rooms: rooms, store: store, outbound: outbound, broker: mqtt,
                                       startedAt: startedAt, logger: logger, reload: { [reloader] in await reloader.reload() })
@@ -225,57 +192,4 @@ public final class Bridge: Sendable {
 
     /// The port the HTTP server listens on (useful when `http.port` is 0).
     public var httpPort: Int { http.port }
-
-    /// Serves HTTP, connects to the broker and runs every feature until the task is cancelled;
-    /// then shuts the features down in reverse order, disconnects and stops serving.
-    public func run() async throws {
-        try http.start()
-        logger.info("HTTP listening", ["bind": configuration.http.bind, "port": String(http.port),
-                                       "scheme": configuration.http.tlsCert == nil ? "http" : "https"])
-        Bridge.warnAboutSettings(configuration, logger: logger)
-        controller.seed(source.initialReadings())
-        do {
-            let restored = controller.restore(try history.lastValues())
-            if restored > 0 { logger.info("restored last values from the database", ["values": String(restored)]) }
-        } catch {
-            logger.error("cannot read the last values; starting from defaults", ["error": error.description])
-        }
-        for feature in features { try router.add(feature) }
-        if configuration.cluster.instances > 1 {
-            logger.info("cluster instance", ["index": String(configuration.cluster.index),
-                                             "instances": String(configuration.cluster.instances),
-                                             "owned_users": String(configuration.owned.users.count),
-                                             "users": String(configuration.users.count)])
-        }
-        try mqtt.start()
-        logger.info("connecting to broker", ["broker": brokerAddress, "client_id": configuration.clientID])
-        await withDiscardingTaskGroup { group in
-            group.addTask { await self.handleEvents() }
-            for feature in features {
-                group.addTask { await feature.run() }
-            }
-        }
-        logger.info("shutting down")
-        for feature in features.reversed() { await feature.shutdown() }
-        mqtt.stop()
-        http.stop()
-    }
-
-    /// The MQTT event loop: connection events to the log and to every feature, messages to the
-    /// features that subscribed to them.
-    private func handleEvents() async {
-        var wasConnected = false
-        for await event in mqtt.events {
-            Bridge.log(event, broker: mqtt, address: brokerAddress, wasConnected: wasConnected, logger: logger)
-            switch event {
-            case .connected:
-                wasConnected = true
-                for feature in features { feature.connected() }
-            case .refused, .disconnected:
-                wasConnected = false
-            case .message(let message):
-                router.route(message)
-            }
-        }
-    }
 }
