@@ -1,3 +1,4 @@
+import BridgeCrypto
 import Foundation
 import Testing
 #if canImport(Glibc)
@@ -90,6 +91,34 @@ struct GuestTests {
         let again = try await HTTP.send(port, "/api/v1/guests", method: "GET", token: owner)
         #expect((Self.object(again)["guests"] as? [Any])?.count == 1)
         #expect(try await Self.status(port, "GET", "/api/v1/rooms/livingroom", owner) == 200)
+    }
+
+    /// A guest's room is found among the rooms it may see: where another of the user's rooms has the
+    /// asked-for name as its id, the guest still gets its own room, never the other.
+    @Test func aGuestAskingByANameAnotherRoomHasAsItsIdGetsItsOwnRoom() async throws {
+        let hash = try PasswordHasher.hash(password: "deniz-pass")
+        let broker = try await TestBroker()
+        let bridge = try await BridgeProcess(broker: broker, extraUsers: """
+              - id: "4"
+                username: Deniz
+                password_hash: "\(hash)"
+                rooms:
+                  - {id: kitchen, name: Back room, sensors: [temperature]}
+                  - {id: k2, name: Kitchen, sensors: [gas]}
+
+            """)
+        let port = bridge.httpPort
+        let owner = try await APITests.token(port, "Deniz", "deniz-pass")
+        let guest = try #require(try await Self.create(port, owner: owner, rooms: ["k2"], access: "read")["token"] as? String)
+        func sensorNames(_ path: String, _ token: String) async throws -> [String] {
+            let reply = try await HTTP.send(port, path, method: "GET", token: token)
+            #expect(reply.status == 200, "\(path): \(reply.text)")
+            return (Self.object(reply)["SensorNames"] as? [String]) ?? []
+        }
+        #expect(try await sensorNames("/api/v1/rooms/Kitchen", owner) == ["Temperature"], "the owner's first match: the id")
+        #expect(try await sensorNames("/api/v1/rooms/Kitchen", guest) == ["Gas"], "the guest's only room")
+        #expect(try await sensorNames("/api/v1/rooms/kitchen", guest) == ["Gas"])
+        #expect(try await Self.status(port, "GET", "/api/v1/rooms/back%20room", guest) == 404)
     }
 
     @Test func aControlGuestSwitchesOnlyItsRoomsAndAnotherUsersGuestIsNotMine() async throws {
