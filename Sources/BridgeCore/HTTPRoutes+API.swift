@@ -80,11 +80,8 @@ extension HTTPRoutes {
                     if let refusal = HTTPRoutes.ownersOnly(session) { return refusal }
                     return changeRoom(request, method: method, user: session.userID, room: path[1], home: home)
                 }
-                // The room as the token sees it, found once: a guest's view holds the user's very rooms.
                 let home = home()
-                let found = session.guest == nil ? home.room(ofUser: session.userID, named: path[1])
-                    : HTTPRoutes.visibleUser(session, in: home)?.room(named: path[1])
-                guard let room = found else { return HTTPRoutes.notFound }
+                guard let room = HTTPRoutes.visibleRoom(session, named: path[1], in: home) else { return HTTPRoutes.notFound }
                 return HTTPRoutes.json(shared: roomDocuments.apiDocument(room, user: session.userID, in: home))
             }
         case _ where path.count == 3 && path[0] == "rooms" && path[2] == "history":
@@ -123,7 +120,7 @@ extension HTTPRoutes {
             return authenticated(request, home: home) { session, _ in
                 let userID = session.userID
                 // Someone else's room, a room a guest doesn't see and a room that doesn't exist look the same: 404.
-                guard HTTPRoutes.visibleUser(session, in: home())?.room(named: path[1]) != nil else {
+                guard let room = HTTPRoutes.visibleRoom(session, named: path[1], in: home()) else {
                     return HTTPRoutes.notFound
                 }
                 if session.guest?.access == .read {
@@ -134,8 +131,8 @@ extension HTTPRoutes {
                 case .success(let parsed): command = parsed
                 case .failure(let problem): return HTTPRoutes.error(400, problem.message)
                 }
-                switch switchLight(userID, path[1], command) {
-                case .success: return roomResponse(user: userID, room: path[1], home: home())
+                switch switchLight(userID, room.id, command) {
+                case .success: return roomResponse(user: userID, room: room.id, home: home())
                 case .failure(.unknownRoom), .failure(.unknownUser): return HTTPRoutes.notFound
                 case .failure(let rejection): return Self.refusal(rejection)
                 }
@@ -215,7 +212,7 @@ extension HTTPRoutes {
     }
 
     func roomResponse(user userID: String, room name: String, home: Home, status: Int = 200) -> HTTPResponse {
-        guard let room = home.user(id: userID)?.room(named: name) else { return HTTPRoutes.notFound }
+        guard let room = home.room(ofUser: userID, named: name) else { return HTTPRoutes.notFound }
         return HTTPRoutes.json(shared: roomDocuments.apiDocument(room, user: userID, in: home), status: status)
     }
 

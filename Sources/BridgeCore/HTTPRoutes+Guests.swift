@@ -39,6 +39,15 @@ extension HTTPRoutes {
         return session.guest.map { $0.view(of: user) } ?? user
     }
 
+    /// The room `name` (an id or a name, as `User.room(named:)` finds it) among the rooms the token
+    /// sees. Routes act on the room this returns, by its id: finding the name again in the user's
+    /// full list could give a guest another room, one whose id is the name the guest's room has.
+    static func visibleRoom(_ session: SessionServices.Session, named name: String, in home: Home) -> Room? {
+        // The owner's own token sees every room: found in place, without the copy a view makes.
+        guard session.guest != nil else { return home.room(ofUser: session.userID, named: name) }
+        return visibleUser(session, in: home)?.room(named: name)
+    }
+
     /// 403 for a guest's token on a route that is the user's own: changing rooms, alarms, watchdogs, groups, guests,
     /// logging out everywhere.
     static func ownersOnly(_ session: SessionServices.Session) -> HTTPResponse? {

@@ -94,7 +94,7 @@ struct GuestTests {
     }
 
     /// A guest's room is found among the rooms it may see: where another of the user's rooms has the
-    /// asked-for name as its id, the guest still gets its own room, never the other.
+    /// asked-for name as its id, the guest still reads and switches its own room, never the other.
     @Test func aGuestAskingByANameAnotherRoomHasAsItsIdGetsItsOwnRoom() async throws {
         let hash = try PasswordHasher.hash(password: "deniz-pass")
         let broker = try await TestBroker()
@@ -103,22 +103,37 @@ struct GuestTests {
                 username: Deniz
                 password_hash: "\(hash)"
                 rooms:
-                  - {id: kitchen, name: Back room, sensors: [temperature]}
-                  - {id: k2, name: Kitchen, sensors: [gas]}
+                  - {id: kitchen, name: Back room, sensors: [temperature, lights]}
+                  - {id: k2, name: Kitchen, sensors: [gas, lights]}
 
             """)
         let port = bridge.httpPort
         let owner = try await APITests.token(port, "Deniz", "deniz-pass")
-        let guest = try #require(try await Self.create(port, owner: owner, rooms: ["k2"], access: "read")["token"] as? String)
+        let guest = try #require(try await Self.create(port, owner: owner, rooms: ["k2"], access: "control")["token"] as? String)
         func sensorNames(_ path: String, _ token: String) async throws -> [String] {
             let reply = try await HTTP.send(port, path, method: "GET", token: token)
             #expect(reply.status == 200, "\(path): \(reply.text)")
             return (Self.object(reply)["SensorNames"] as? [String]) ?? []
         }
-        #expect(try await sensorNames("/api/v1/rooms/Kitchen", owner) == ["Temperature"], "the owner's first match: the id")
-        #expect(try await sensorNames("/api/v1/rooms/Kitchen", guest) == ["Gas"], "the guest's only room")
-        #expect(try await sensorNames("/api/v1/rooms/kitchen", guest) == ["Gas"])
+        #expect(try await sensorNames("/api/v1/rooms/Kitchen", owner) == ["Temperature", "Lights"], "the owner's first match: the id")
+        #expect(try await sensorNames("/api/v1/rooms/Kitchen", guest) == ["Gas", "Lights"], "the guest's only room")
+        #expect(try await sensorNames("/api/v1/rooms/kitchen", guest) == ["Gas", "Lights"])
         #expect(try await Self.status(port, "GET", "/api/v1/rooms/back%20room", guest) == 404)
+
+        // Switching by the same name: the guest's room goes on, the other stays off.
+        let switched = try await HTTP.send(port, "/api/v1/rooms/Kitchen/lights", method: "POST",
+                                           body: APITests.json(#"{"state":"ON"}"#), token: guest)
+        #expect(switched.status == 200, "\(switched.text)")
+        #expect(Self.object(switched)["SensorNames"] as? [String] == ["Gas", "Lights"])
+        func lights(_ path: String) async throws -> String? {
+            let reply = try await HTTP.send(port, path, method: "GET", token: owner)
+            let object = Self.object(reply)
+            guard let names = object["SensorNames"] as? [String], let values = object["SensorValues"] as? [String],
+                  let index = names.firstIndex(of: "Lights") else { return nil }
+            return values[index]
+        }
+        #expect(try await lights("/api/v1/rooms/k2") == "On")
+        #expect(try await lights("/api/v1/rooms/kitchen") == "Off", "not the room the guest was not given")
     }
 
     @Test func aControlGuestSwitchesOnlyItsRoomsAndAnotherUsersGuestIsNotMine() async throws {
