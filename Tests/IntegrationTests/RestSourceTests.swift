@@ -204,7 +204,8 @@ struct RestSourceTests {
         let upstream = try Upstream()
         let broker = try await TestBroker()
         let watcher = try await TestSubscriber(broker: broker.port, subscribe: ["smarthome/1/#"])
-        let bridge = try await BridgeProcess(broker: broker, settings: Self.settings(upstream: upstream.port,
+        // A timeout a loaded machine never reaches by accident: every command here must get its answer.
+        let bridge = try await BridgeProcess(broker: broker, settings: Self.settings(upstream: upstream.port, timeout: 2,
                                                                                  extra: Self.lightsCommand(method: "PUT")))
         try await watcher.waitFor("smarthome/1/kitchen/availability", payload: "online")
         upstream.setTemperature("25.5")
