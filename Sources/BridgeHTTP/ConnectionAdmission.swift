@@ -78,21 +78,16 @@ struct ConnectionAdmission: Sendable {
         return decision
     }
 
-    /// The request head of a connection is complete: it is no longer subject to the head deadline.
-    mutating func headCompleted(_ id: UInt) {
-        // Read, change, write back: the optional-chained `entries[id]?.headComplete = true` goes through
-        // Dictionary's unspecialised modify accessor, which allocated three times per request
+    /// Where a connection's head now stands, as the connection keeps it (`HeadClock`): when the head
+    /// now awaited started (the connection's start, or the end of its last request on a kept-alive
+    /// one) and whether it is complete, which takes it out of the head deadline until its request ends.
+    mutating func observeHead(_ id: UInt, startedAt started: Double, complete: Bool) {
+        // Read, change, write back, and only on a change: the optional-chained `entries[id]?.x = y` goes
+        // through Dictionary's unspecialised modify accessor, which allocated three times per call
         // (docs/performance.md, "The HTTP cost, profiled").
-        guard var entry = entries[id] else { return }
-        entry.headComplete = true
-        entries[id] = entry
-    }
-
-    /// A request on a connection ended; on a kept-alive connection the next head's deadline starts now.
-    mutating func requestFinished(_ id: UInt, now: Double) {
-        guard var entry = entries[id] else { return }
-        entry.headComplete = false
-        entry.headStarted = now
+        guard var entry = entries[id], entry.headStarted != started || entry.headComplete != complete else { return }
+        entry.headStarted = started
+        entry.headComplete = complete
         entries[id] = entry
     }
 

@@ -2,16 +2,22 @@ import Glibc
 import Synchronization
 
 /// Applies `ConnectionAdmission` to the daemon's real connections: MHD's connection-notify callback reports
-/// each connection's start and end, the access handler and the request-completed callback report heads and
-/// requests, and a watchdog thread closes connections whose head deadline has passed.
+/// each connection's start and end, each connection keeps its head's state in its own `HeadClock` (the access
+/// handler and the request-completed callback write it), which is read in before every decision, and a
+/// watchdog thread closes connections whose head deadline has passed.
 ///
 /// A connection is closed by `shutdown(2)` on its socket: MHD then reads end-of-file and closes it on its own
 /// thread, the only one that may. The socket stays valid while it is tracked, because MHD calls the close
 /// notification (which removes it, under the same lock) before it closes the socket.
 final class ConnectionGuard: Sendable {
+    private struct Tracked: Sendable {
+        let socket: Int32
+        let head: HeadClock
+    }
+
     private struct State: Sendable {
         var admission: ConnectionAdmission
-        var sockets: [UInt: Int32] = [:]
+        var tracked: [UInt: Tracked] = [:]
     }
 
     private let state: Mutex<State>
@@ -21,35 +27,29 @@ final class ConnectionGuard: Sendable {
         state = Mutex(State(admission: ConnectionAdmission(limits: limits)))
     }
 
-    /// A connection arrived; closes it (or the one it displaces) when the rules say so.
-    func started(_ id: UInt, address: String, socket: Int32) {
+    /// A connection arrived; closes it (or the one it displaces) when the rules say so. `head` started when
+    /// the connection did.
+    func started(_ id: UInt, address: String, socket: Int32, head: HeadClock) {
         state.withLock { state in
-            // Also swept here, so deadlines hold even if the watchdog thread could not start.
+            // Also swept here, so deadlines hold even if the watchdog thread could not start; the heads are
+            // read in first, so the connection displaced is chosen on where each head stands now.
             Self.closeExpired(&state)
-            switch state.admission.connectionStarted(id, address: address, now: Self.now()) {
+            switch state.admission.connectionStarted(id, address: address, now: head.current.started) {
             case .admit:
-                state.sockets[id] = socket
+                state.tracked[id] = Tracked(socket: socket, head: head)
             case .refuse:
                 Self.close(socket)
             case .admitDisplacing(let other):
-                state.sockets[id] = socket
-                if let victim = state.sockets[other] { Self.close(victim) }
+                state.tracked[id] = Tracked(socket: socket, head: head)
+                if let victim = state.tracked[other] { Self.close(victim.socket) }
             }
         }
-    }
-
-    func headCompleted(_ id: UInt) {
-        state.withLock { $0.admission.headCompleted(id) }
-    }
-
-    func requestFinished(_ id: UInt) {
-        state.withLock { $0.admission.requestFinished(id, now: Self.now()) }
     }
 
     func closed(_ id: UInt) {
         state.withLock { state in
             state.admission.connectionClosed(id)
-            state.sockets[id] = nil
+            state.tracked[id] = nil
         }
     }
 
@@ -62,8 +62,12 @@ final class ConnectionGuard: Sendable {
     }
 
     private static func closeExpired(_ state: inout State) {
-        for id in state.admission.expired(now: now()) {
-            if let socket = state.sockets[id] { close(socket) }
+        for (id, tracked) in state.tracked {
+            let head = tracked.head.current
+            state.admission.observeHead(id, startedAt: head.started, complete: head.complete)
+        }
+        for id in state.admission.expired(now: HeadClock.now()) {
+            if let tracked = state.tracked[id] { close(tracked.socket) }
         }
     }
 
@@ -86,12 +90,6 @@ final class ConnectionGuard: Sendable {
 
     private static func close(_ socket: Int32) {
         _ = Glibc.shutdown(socket, Int32(SHUT_RDWR))
-    }
-
-    private static func now() -> Double {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
     }
 }
 

@@ -23,7 +23,7 @@ func mhdAccessHandler(
     guard var existing = requestContext.pointee else {
         // No body yet: most requests have none, so the body's buffer is made only when data arrives.
         requestContext.pointee = PendingRequest.none
-        dispatcher.connections.headCompleted(UInt(bitPattern: connection))
+        mhdConnection.context?.head.headCompleted()
         return dispatcher.headersReceived(on: mhdConnection)
     }
     if uploadDataSize.pointee > 0 {
@@ -50,9 +50,8 @@ func mhdRequestCompleted(
     requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
     reason: MHD_RequestTerminationCode
 ) {
-    if let cls, let connection {
-        Unmanaged<RequestDispatcher>.fromOpaque(cls).takeUnretainedValue().connections
-            .requestFinished(UInt(bitPattern: connection))
+    if let connection {
+        MHDConnection(pointer: connection).context?.head.requestFinished(at: HeadClock.now())
     }
     guard let requestContext, let pending = requestContext.pointee else { return }
     if pending != PendingRequest.none { Unmanaged<PendingRequest>.fromOpaque(pending).release() }
@@ -72,11 +71,12 @@ func mhdConnectionNotified(
     // MHD_CONNECTION_NOTIFY_STARTED; Swift imports the enum without named cases.
     if code.rawValue == 0 {
         let host = CMicroHTTPD_connection_client_address(connection).flatMap(SocketAddressText.host(of:)) ?? ""
+        let head = HeadClock(startedAt: HeadClock.now())
         // Formatted once per connection rather than per request; released below.
-        socketContext?.pointee = Unmanaged.passRetained(ConnectionContext(clientAddress: host)).toOpaque()
+        socketContext?.pointee = Unmanaged.passRetained(ConnectionContext(clientAddress: host, head: head)).toOpaque()
         // Counted as the login throttle counts: an IPv4 address, or an IPv6 /64.
         dispatcher.connections.started(id, address: host.isEmpty ? "" : ClientAddress.throttleKey(host),
-                                       socket: CMicroHTTPD_connection_socket(connection))
+                                       socket: CMicroHTTPD_connection_socket(connection), head: head)
     } else {
         dispatcher.connections.closed(id)
         dispatcher.connectionClosed(id)

@@ -15,13 +15,16 @@ struct MHDConnection {
     /// Query arguments in arrival order, already percent-decoded by MHD; `?flag` yields an empty value.
     var queryArguments: [(name: String, value: String)] { values(of: .GET_ARGUMENT_KIND, reserving: 0) }
 
+    /// What the connection keeps for all its requests, made when it opened; nil only before that.
+    var context: ConnectionContext? {
+        CMicroHTTPD_connection_socket_context(pointer).map { Unmanaged<ConnectionContext>.fromOpaque($0).takeUnretainedValue() }
+    }
+
     /// The client's address as text, or an empty string when MHD cannot tell; formatted when the connection
     /// opened (`ConnectionContext`).
     var clientAddress: String {
-        guard let context = CMicroHTTPD_connection_socket_context(pointer) else {
-            return CMicroHTTPD_connection_client_address(pointer).flatMap(SocketAddressText.host(of:)) ?? ""
-        }
-        return Unmanaged<ConnectionContext>.fromOpaque(context).takeUnretainedValue().clientAddress
+        context?.clientAddress
+            ?? CMicroHTTPD_connection_client_address(pointer).flatMap(SocketAddressText.host(of:)) ?? ""
     }
 
     /// Bytes of the request line plus headers, as MHD counted them while parsing.

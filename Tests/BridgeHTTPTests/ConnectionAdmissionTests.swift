@@ -20,7 +20,7 @@ struct ConnectionAdmissionTests {
     @Test func whenFullANewcomerDisplacesTheOldestUnfinishedHeadOfTheBusiestClient() {
         var admission = ConnectionAdmission(limits: .init(maxConnections: 4, maxPerAddress: 10, headTimeout: 10))
         #expect(admission.connectionStarted(1, address: "a", now: 0) == .admit)
-        admission.headCompleted(1)
+        admission.observeHead(1, startedAt: 0, complete: true)
         #expect(admission.connectionStarted(2, address: "a", now: 1) == .admit)
         #expect(admission.connectionStarted(3, address: "a", now: 2) == .admit)
         #expect(admission.connectionStarted(4, address: "b", now: 3) == .admit)
@@ -48,11 +48,11 @@ struct ConnectionAdmissionTests {
         var admission = ConnectionAdmission(limits: Self.limits)
         _ = admission.connectionStarted(1, address: "a", now: 0)
         _ = admission.connectionStarted(2, address: "a", now: 0)
-        admission.headCompleted(2)
+        admission.observeHead(2, startedAt: 0, complete: true)
         #expect(admission.expired(now: 9.9).isEmpty)
         #expect(admission.expired(now: 10) == [1])
         #expect(admission.expired(now: 11).isEmpty)  // already closing
-        admission.requestFinished(2, now: 20)
+        admission.observeHead(2, startedAt: 20, complete: false)
         #expect(admission.expired(now: 29).isEmpty)
         #expect(admission.expired(now: 30) == [2])
         #expect(admission.count == 0)
