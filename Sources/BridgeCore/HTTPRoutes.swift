@@ -355,6 +355,8 @@ public struct HTTPRoutes: Sendable {
     }
 
     static func secured(_ response: HTTPResponse) -> HTTPResponse {
+        // JSON answers carry the very list that has them all, recognised by its storage.
+        if response.headers.sharesStorage(with: jsonHeaders) { return response }
         var response = response
         // Exact names first: JSON answers carry these very strings (`jsonHeaders`), and an exact comparison
         // costs a fraction of the case-insensitive one, which then runs only for headers still missing.

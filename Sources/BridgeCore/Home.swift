@@ -43,7 +43,7 @@ public struct Home: Sendable {
         var values: [RoomKey: [SensorKind: SensorValue]] = [:]
         var updated: [RoomKey: Date] = [:]
         var seen: [RoomKey: [SensorKind: Date]] = [:]
-        var revisions: [RoomKey: Int] = [:]
+        var revisions: [RoomKey: RoomRevision] = [:]
         var extraSensors: [RoomKey: [SensorKind]] = [:]
         var indexByID: [String: Int] = [:]
         var indexByUsername: [String: Int] = [:]
@@ -84,8 +84,9 @@ public struct Home: Sendable {
         get { storage.seen }
         _modify { yield &uniqueStorage().seen }
     }
-    /// How often each room's values changed: what a cached room document is checked against.
-    private var revisions: [RoomKey: Int] {
+    /// How often each room's values changed, with the room's documents for that revision
+    /// (`RoomDocuments`). Every room has one from the moment it is in the home.
+    private var revisions: [RoomKey: RoomRevision] {
         get { storage.revisions }
         _modify { yield &uniqueStorage().revisions }
     }
@@ -131,7 +132,11 @@ public struct Home: Sendable {
         for user in users {
             for room in user.rooms {
                 let key = RoomKey(user: user.id, room: room.id)
-                guard let before = oldRooms[key] else { continue }
+                guard let before = oldRooms[key] else {
+                    // A new room, or one made again with the id of one that went: its own documents.
+                    revisions[key] = RoomRevision(0)
+                    continue
+                }
                 let sensors = Set(room.sensors)
                 // Generic sensors an upstream reported stay; configured ones the room no longer has go.
                 let dropped = Set(before.sensors).subtracting(sensors)
@@ -139,7 +144,8 @@ public struct Home: Sendable {
                 seen[key] = previous.seen[key]?.filter { !dropped.contains($0.key) }
                 updated[key] = previous.updated[key]
                 extraSensors[key] = previous.extraSensors[key]?.filter { !sensors.contains($0) && !dropped.contains($0) }
-                revisions[key] = (previous.revisions[key] ?? 0) + (before == room ? 0 : 1)
+                let kept = previous.revisions[key] ?? RoomRevision(0)
+                revisions[key] = before == room ? kept : kept.next()
             }
         }
     }
@@ -187,7 +193,13 @@ public struct Home: Sendable {
 
     /// A number that changes whenever a value of the room does (0 before the first).
     public func revision(of key: RoomKey) -> Int {
-        revisions[key] ?? 0
+        revisions[key]?.number ?? 0
+    }
+
+    /// The room's current revision, where its documents are kept once made; nil for a room the home
+    /// does not have.
+    public func currentRevision(of key: RoomKey) -> RoomRevision? {
+        revisions[key]
     }
 
     /// The room's sensors: the configured ones, then any others it has reported.
@@ -206,7 +218,7 @@ public struct Home: Sendable {
         if let room, !room.bindings.isEmpty {
             // A room with devices carries each sensor's last-seen time: its document changes with
             // every reading.
-            revisions[key, default: 0] += 1
+            bumpRevision(key)
         }
         guard old != reading.value else { return false }
         if old == nil, let room, !room.sensors.contains(reading.sensor),
@@ -215,8 +227,12 @@ public struct Home: Sendable {
         }
         values[key, default: [:]][reading.sensor] = reading.value
         updated[key] = time
-        revisions[key, default: 0] += 1
+        bumpRevision(key)
         return true
+    }
+
+    private mutating func bumpRevision(_ key: RoomKey) {
+        revisions[key] = revisions[key]?.next() ?? RoomRevision(1)
     }
 
     /// Resolves a command's target; the sensor must be a light the room has.

@@ -27,10 +27,36 @@ public struct HostAllowList: Sendable, Equatable {
     /// A missing header is allowed: only HTTP/1.0 clients omit it, and browsers always send one.
     public func allows(hostHeader: String?) -> Bool {
         guard let hosts, let header = hostHeader else { return true }
-        let name = Self.stripPort(header)
         // The allowed names are normalised, so a name found as it was sent needs no normalising: the usual
-        // case, on every request, without `normalized`'s Unicode lower-casing.
+        // case, on every request, found by comparing bytes, without making a string or hashing one.
+        if hosts.count <= Self.comparedByBytes, Self.sentAsAllowed(header, hosts) { return true }
+        let name = Self.stripPort(header)
         return hosts.contains(name) || hosts.contains(Self.normalized(name))
+    }
+
+    /// Up to this many allowed names, a header is compared with each; a longer list is hashed instead.
+    private static let comparedByBytes = 8
+
+    /// Whether the header's name, as `stripPort` would find it, is one of `hosts` byte for byte. False when
+    /// there are spaces to trim, or the bytes can't be read in place: then the general path decides.
+    private static func sentAsAllowed(_ header: String, _ hosts: Set<String>) -> Bool {
+        header.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
+            guard let name = nameRange(bytes) else { return false }
+            let sent = UnsafeBufferPointer(rebasing: bytes[name])
+            return hosts.contains { allowed in
+                allowed.utf8.withContiguousStorageIfAvailable { $0.elementsEqual(sent) } ?? false
+            }
+        } ?? false
+    }
+
+    /// `stripPort` on bytes, for a header with nothing to trim (nil otherwise).
+    private static func nameRange(_ bytes: UnsafeBufferPointer<UInt8>) -> Range<Int>? {
+        func isSpace(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+        guard let first = bytes.first, let last = bytes.last, !isSpace(first), !isSpace(last) else { return nil }
+        if first == UInt8(ascii: "["), let close = bytes.firstIndex(of: UInt8(ascii: "]")) { return 1..<close }
+        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")),
+              !bytes[(colon + 1)...].contains(UInt8(ascii: ":")) else { return 0..<bytes.count }
+        return 0..<colon
     }
 
     /// Whether the address listens beyond this machine (`0.0.0.0`, `::`, or a non-loopback address).

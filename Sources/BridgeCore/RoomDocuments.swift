@@ -1,29 +1,21 @@
 import Synchronization
 
 /// Each room's JSON in the seed shape (README, "HTTP"), serialised once per change of the room and
-/// reused by everyone who sends it: the MQTT room topic, the seed route and the API. A document
-/// is checked against the room's revision in the home it is asked for and against the room itself
-/// (a room deleted and made again with its id starts again at revision 0), so it is never stale; at
-/// most one per room is kept, and a room that went is forgotten (`forget`).
+/// reused by everyone who sends it: the MQTT room topic, the seed route and the API. A document is
+/// kept in the room's revision in the home it is asked for (`RoomRevision`), which every change of
+/// the room replaces, so it is never stale and goes with the revision; it is served only for the very
+/// room it was made of.
 public final class RoomDocuments: Sendable {
-    /// Immutable and shared, so that a request takes one reference under the lock, not a copy of the
-    /// room (docs/performance.md, "The HTTP cost, profiled").
+    /// A document and the room it was made of.
     private final class Document: Sendable {
-        let revision: Int
         let room: Room
         let bytes: SharedBody
-        /// The API's variant (`apiDocument`), made when first asked for.
-        let api: SharedBody?
 
-        init(revision: Int, room: Room, bytes: SharedBody, api: SharedBody? = nil) {
-            self.revision = revision
+        init(room: Room, bytes: SharedBody) {
             self.room = room
             self.bytes = bytes
-            self.api = api
         }
     }
-
-    private let documents = Mutex<[RoomKey: Document]>([:])
 
     /// A user's list of rooms (`/rooms/<user>`), checked against the rooms it was made from: the same
     /// array unless the layout changed, which `==` sees from the array's identity alone.
@@ -45,18 +37,8 @@ public final class RoomDocuments: Sendable {
 
     /// The room's document as `home` has it.
     public func document(_ room: Room, user: String, in home: Home) -> SharedBody {
-        let key = RoomKey(user: user, room: room.id)
-        let revision = home.revision(of: key)
-        if let cached = documents.withLock({ $0[key] }), cached.revision == revision, cached.room == room {
-            return cached.bytes
-        }
-        let bytes = SharedBody(SeedShapes.room(room, user: user, in: home).bytes)
-        documents.withLock { documents in
-            // A newer revision stored meanwhile by another thread stays.
-            if let stored = documents[key], stored.room == room, stored.revision >= revision { return }
-            documents[key] = Document(revision: revision, room: room, bytes: bytes)
-        }
-        return bytes
+        func make() -> SharedBody { SharedBody(SeedShapes.room(room, user: user, in: home).bytes) }
+        return Self.kept(in: home.currentRevision(of: RoomKey(user: user, room: room.id))?.seed, for: room, make: make)
     }
 
     /// The API's room (README, "The authenticated API (v1)"): the seed document with `"UpdatedAt"`
@@ -64,25 +46,27 @@ public final class RoomDocuments: Sendable {
     /// beside it: the time changes only with the room's values, which give it a new revision.
     public func apiDocument(_ room: Room, user: String, in home: Home) -> SharedBody {
         let key = RoomKey(user: user, room: room.id)
-        let revision = home.revision(of: key)
-        if let cached = documents.withLock({ $0[key] }), cached.revision == revision, cached.room == room,
-           let api = cached.api {
-            return api
+        func make() -> SharedBody {
+            var bytes = document(room, user: user, in: home).bytes
+            if bytes.last == UInt8(ascii: "}") {
+                let updated = home.updatedAt(key).map { JSONValue.string(Timestamp.iso8601($0)) } ?? .null
+                bytes.removeLast()
+                bytes.append(UInt8(ascii: ","))
+                bytes.append(contentsOf: JSONValue.object([("UpdatedAt", updated)]).bytes.dropFirst())
+            }
+            return SharedBody(bytes)
         }
-        let seed = document(room, user: user, in: home)
-        var bytes = seed.bytes
-        if bytes.last == UInt8(ascii: "}") {
-            let updated = home.updatedAt(key).map { JSONValue.string(Timestamp.iso8601($0)) } ?? .null
-            bytes.removeLast()
-            bytes.append(UInt8(ascii: ","))
-            bytes.append(contentsOf: JSONValue.object([("UpdatedAt", updated)]).bytes.dropFirst())
+        return Self.kept(in: home.currentRevision(of: key)?.api, for: room, make: make)
+    }
+
+    /// The document kept in `slot` when it was made of `room`; else one made now (kept when the slot is
+    /// empty). Read without a lock: every request for the room reads the same slot.
+    private static func kept(in slot: PreparedSlot?, for room: Room, make: () -> SharedBody) -> SharedBody {
+        guard let slot else { return make() }
+        if let document: Document = slot.value(orMake: { Document(room: room, bytes: make()) }), document.room == room {
+            return document.bytes
         }
-        let api = SharedBody(bytes)
-        documents.withLock { documents in
-            guard let stored = documents[key], stored.revision == revision, stored.room == room else { return }
-            documents[key] = Document(revision: revision, room: room, bytes: stored.bytes, api: api)
-        }
-        return api
+        return make()
     }
 
     /// The user's rooms in the seed shape (`SeedShapes.rooms`).
@@ -96,14 +80,27 @@ public final class RoomDocuments: Sendable {
         return bytes
     }
 
-    /// Rooms that went (README, "Managing the home"): their documents, and their users' lists, are
-    /// dropped, so rooms made and deleted while running don't pile up.
+    /// Rooms that went (README, "Managing the home"): their users' lists are dropped, so rooms made and
+    /// deleted while running don't pile up (their documents went with their revisions).
     public func forget(_ keys: [RoomKey]) {
-        documents.withLock { documents in
-            for key in keys { documents[key] = nil }
-        }
         lists.withLock { lists in
             for key in keys { lists[key.user] = nil }
         }
     }
+}
+
+/// One revision of one room in a `Home`: its number, and the room's documents for it once made
+/// (`RoomDocuments`). Every copy of the home with this revision shares it, so a request finds the
+/// documents in the home it reads, without a lock (docs/performance.md, "Fewer shared locks").
+public final class RoomRevision: Sendable {
+    public let number: Int
+    /// The seed document and the API's, each stored once.
+    let seed = PreparedSlot()
+    let api = PreparedSlot()
+
+    init(_ number: Int) {
+        self.number = number
+    }
+
+    func next() -> RoomRevision { RoomRevision(number + 1) }
 }

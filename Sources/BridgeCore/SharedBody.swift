@@ -13,8 +13,9 @@ public final class SharedBody: Sendable {
     }
 }
 
-/// One object the server adapter stores and reads without a lock: the servers' threads read it on
-/// every request for the same room, where a lock would queue them.
+/// One object stored once and read without a lock (the server adapter's prepared response, a room's
+/// documents): the servers' threads read it on every request for the same room, where a lock would
+/// queue them.
 public final class PreparedSlot: Sendable {
     /// An `Unmanaged<AnyObject>` retained by the slot, or 0.
     private let stored = Atomic<UInt>(0)
@@ -42,5 +43,16 @@ public final class PreparedSlot: Sendable {
     deinit {
         let current = stored.load(ordering: .acquiring)
         if current != 0 { Unmanaged<AnyObject>.fromOpaque(UnsafeRawPointer(bitPattern: current)!).release() }
+    }
+}
+
+extension Array {
+    /// Whether both are the very same array: one storage, as a copy of a `let` list shares it. A cheaper
+    /// test than comparing elements, for lists answered on every request (docs/performance.md,
+    /// "Prepared responses"). Two empty arrays count as the same.
+    public func sharesStorage(with other: [Element]) -> Bool {
+        count == other.count && withUnsafeBufferPointer { mine in
+            other.withUnsafeBufferPointer { $0.baseAddress == mine.baseAddress }
+        }
     }
 }

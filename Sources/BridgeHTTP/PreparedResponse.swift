@@ -12,7 +12,7 @@ import CMicroHTTPD
 final class PreparedResponse: @unchecked Sendable {
     let response: OpaquePointer
     /// The headers it was made with: the very array, kept so that its storage stays this array's and an
-    /// answer is matched by the array's identity (`matches`), not by comparing every name and value.
+    /// answer is matched by the array's identity (`sharesStorage`), not by comparing every name and value.
     private let headers: [(name: String, value: String)]
 
     private init?(body: [UInt8], headers: [(name: String, value: String)]) {
@@ -29,13 +29,7 @@ final class PreparedResponse: @unchecked Sendable {
     static func of(_ answer: HTTPResponse) -> PreparedResponse? {
         guard let shared = answer.shared, answer.stream == nil else { return nil }
         let prepared = shared.prepared.value { PreparedResponse(body: shared.bytes, headers: answer.headers) }
-        guard let prepared, prepared.matches(answer.headers) else { return nil }
+        guard let prepared, prepared.headers.sharesStorage(with: answer.headers) else { return nil }
         return prepared
-    }
-
-    private func matches(_ other: [(name: String, value: String)]) -> Bool {
-        headers.count == other.count && headers.withUnsafeBufferPointer { mine in
-            other.withUnsafeBufferPointer { $0.baseAddress == mine.baseAddress }
-        }
     }
 }

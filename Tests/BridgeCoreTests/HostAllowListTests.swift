@@ -24,6 +24,21 @@ import Testing
         #expect(HostAllowList(configured: "*", bind: "0.0.0.0").allows(hostHeader: "anything"))
     }
 
+    /// Up to eight allowed names a header is compared with each byte for byte; a longer list is hashed.
+    /// Both answer alike, names sent exactly as allowed or not.
+    @Test func aShortListAndALongOneAnswerAlike() {
+        let names = ["localhost", "127.0.0.1", "[::1]", "bridge.lan"]
+        let short = HostAllowList(configured: names.joined(separator: ","), bind: "0.0.0.0")
+        let long = HostAllowList(configured: (names + (1...8).map { "extra\($0).lan" }).joined(separator: ","), bind: "0.0.0.0")
+        let allowed = ["localhost", "localhost:8080", "localhost:", "127.0.0.1:18080", "[::1]:8080", "[::1]", "bridge.lan:80",
+                       "Bridge.Lan", " localhost", "localhost\t", "::1", "bridge.lan.", "[bridge.lan]x"]
+        let refused = ["localhost.evil", "127.0.0.1:8080:9", "[::1", "bridge", "bridge.lan..", "[bridge]:80"]
+        for header in allowed + refused {
+            #expect(short.allows(hostHeader: header) == allowed.contains(header), "\(header)")
+            #expect(long.allows(hostHeader: header) == allowed.contains(header), "\(header)")
+        }
+    }
+
     @Test func routesAnswer421ToOtherHosts() {
         var routes = HTTPRoutesTests().routes()
         routes.allowedHosts = HostAllowList(configured: nil, bind: "127.0.0.1")
