@@ -178,8 +178,10 @@ public struct HTTPRoutes: Sendable {
                 return HTTPRoutes.json(shared: roomDocuments.roomsList(user))
             }
             // An unknown user and an unknown room are the same 404.
-            guard let room = home.room(ofUser: segments[1], named: segments[2]) else { return HTTPRoutes.notFound }
-            return HTTPRoutes.json(shared: roomDocuments.document(room, user: segments[1], in: home))
+            guard let document = roomDocuments.document(ofUser: segments[1], named: segments[2], in: home) else {
+                return HTTPRoutes.notFound
+            }
+            return HTTPRoutes.json(shared: document)
         default:
             guard let file = staticFiles?(request.path) else {
                 return staticFiles == nil && request.path == "/" ? HTTPRoutes.noDashboard : HTTPRoutes.notFound

@@ -161,10 +161,19 @@ public struct Home: Sendable {
 
     /// `user(id:)?.room(named:)` without copying the user out first (the room route asks on every request).
     public func room(ofUser id: String, named name: String) -> Room? {
+        withRoom(ofUser: id, named: name) { $0 }
+    }
+
+    /// `body` given the room `room(ofUser:named:)` finds, read where it is: neither the user nor the room
+    /// is copied out (a copy retains each of its fields, which every server thread shares). Nil when there
+    /// is no such room.
+    public func withRoom<Result>(ofUser id: String, named name: String, _ body: (Room) -> Result) -> Result? {
         guard let index = indexByID[id] else { return nil }
-        // Only the user's rooms are read out of the buffer: a copy of the whole user would retain each of
-        // its fields, which every server thread shares.
-        return storage.users.withUnsafeBufferPointer { User.room(named: name, in: $0[index].rooms) }
+        return storage.users.withUnsafeBufferPointer { users in
+            users[index].rooms.withUnsafeBufferPointer { rooms in
+                User.roomIndex(named: name, in: rooms).map { body(rooms[$0]) }
+            }
+        }
     }
 
     /// Usernames match exactly, as the original backend did.

@@ -66,14 +66,16 @@ public struct User: Sendable, Equatable {
     }
 
     /// `room(named:)` of the user with these rooms, for a caller that has the rooms but not a copy of
-    /// the user (`Home.room(ofUser:named:)`).
+    /// the user.
     static func room(named nameOrID: String, in rooms: [Room]) -> Room? {
+        rooms.withUnsafeBufferPointer { rooms in roomIndex(named: nameOrID, in: rooms).map { rooms[$0] } }
+    }
+
+    /// Where `room(named:)` finds the room. Through the buffer: each room is read where it is (an array's
+    /// subscript would copy each one out, a retain of each of its fields).
+    static func roomIndex(named nameOrID: String, in rooms: UnsafeBufferPointer<Room>) -> Int? {
         let key = nameOrID.lowercased()
-        // Through the buffer: each room is read where it is (an array's subscript would copy each one
-        // out, a retain of each of its fields), and only the one found is copied.
-        return rooms.withUnsafeBufferPointer { rooms in
-            rooms.firstIndex { $0.id == key || Self.lowercases($0.name, to: key) }.map { rooms[$0] }
-        }
+        return rooms.firstIndex { $0.id == key || Self.lowercases($0.name, to: key) }
     }
 
     /// `name.lowercased() == key`, without making the lower-case copy when `name` is ASCII (the room

@@ -3,19 +3,9 @@ import Synchronization
 /// Each room's JSON in the seed shape (README, "HTTP"), serialised once per change of the room and
 /// reused by everyone who sends it: the MQTT room topic, the seed route and the API. A document is
 /// kept in the room's revision in the home it is asked for (`RoomRevision`), which every change of
-/// the room replaces, so it is never stale and goes with the revision; it is served only for the very
-/// room it was made of.
+/// the room replaces, so it is never stale and goes with the revision. The room asked for must be the
+/// one `home` has under its id (every caller finds it in that home): a revision is one room's.
 public final class RoomDocuments: Sendable {
-    /// A document and the room it was made of.
-    private final class Document: Sendable {
-        let room: Room
-        let bytes: SharedBody
-
-        init(room: Room, bytes: SharedBody) {
-            self.room = room
-            self.bytes = bytes
-        }
-    }
 
     /// A user's list of rooms (`/rooms/<user>`), checked against the rooms it was made from: the same
     /// array unless the layout changed, which `==` sees from the array's identity alone.
@@ -38,7 +28,16 @@ public final class RoomDocuments: Sendable {
     /// The room's document as `home` has it.
     public func document(_ room: Room, user: String, in home: Home) -> SharedBody {
         func make() -> SharedBody { SharedBody(SeedShapes.room(room, user: user, in: home).bytes) }
-        return Self.kept(in: home.currentRevision(of: RoomKey(user: user, room: room.id))?.seed, for: room, make: make)
+        return Self.kept(in: home.currentRevision(of: RoomKey(user: user, room: room.id))?.seed, for: room, in: home,
+                         user: user, make: make)
+    }
+
+    /// The document of the room `home.room(ofUser:named:)` finds (nil: none), read where the home keeps
+    /// it: the room route's, on every request.
+    public func document(ofUser user: String, named name: String, in home: Home) -> SharedBody? {
+        home.withRoom(ofUser: user, named: name) { room in
+            home.currentRevision(of: RoomKey(user: user, room: room.id))?.seed.current() ?? document(room, user: user, in: home)
+        }
     }
 
     /// The API's room (README, "The authenticated API (v1)"): the seed document with `"UpdatedAt"`
@@ -56,17 +55,18 @@ public final class RoomDocuments: Sendable {
             }
             return SharedBody(bytes)
         }
-        return Self.kept(in: home.currentRevision(of: key)?.api, for: room, make: make)
+        return Self.kept(in: home.currentRevision(of: key)?.api, for: room, in: home, user: user, make: make)
     }
 
-    /// The document kept in `slot` when it was made of `room`; else one made now (kept when the slot is
-    /// empty). Read without a lock: every request for the room reads the same slot.
-    private static func kept(in slot: PreparedSlot?, for room: Room, make: () -> SharedBody) -> SharedBody {
+    /// The document kept in `slot`, made and kept now if there is none. Read without a lock: every request
+    /// for the room reads the same slot. The room is not compared with the one the document was made of
+    /// (a comparison retains each of its fields, on every request): debug builds check that it is the
+    /// home's.
+    private static func kept(in slot: PreparedSlot?, for room: Room, in home: Home, user: String,
+                             make: () -> SharedBody) -> SharedBody {
+        assert(home.user(id: user)?.rooms.first { $0.id == room.id } == room, "not the home's room: \(user)/\(room.id)")
         guard let slot else { return make() }
-        if let document: Document = slot.value(orMake: { Document(room: room, bytes: make()) }), document.room == room {
-            return document.bytes
-        }
-        return make()
+        return slot.value(orMake: make) ?? make()
     }
 
     /// The user's rooms in the seed shape (`SeedShapes.rooms`).

@@ -36,6 +36,12 @@ public final class PreparedSlot: Sendable {
         return Self.object(original) as? Value
     }
 
+    /// The stored object, if there is one.
+    public func current<Value: AnyObject & Sendable>() -> Value? {
+        let current = stored.load(ordering: .acquiring)
+        return current == 0 ? nil : Self.object(current) as? Value
+    }
+
     private static func object(_ bits: UInt) -> AnyObject {
         Unmanaged<AnyObject>.fromOpaque(UnsafeRawPointer(bitPattern: bits)!).takeUnretainedValue()
     }

@@ -17,8 +17,25 @@ func mhdAccessHandler(
     requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?
 ) -> MHD_Result {
     guard let cls, let connection, let url, let method, let uploadDataSize, let requestContext else { return .NO }
-    let dispatcher = Unmanaged<RequestDispatcher>.fromOpaque(cls).takeUnretainedValue()
-    let mhdConnection = MHDConnection(pointer: connection)
+    // Borrowed, not retained: the daemon holds the dispatcher for as long as it runs, and a retain per call
+    // would be an atomic write to the one object every server thread reads (docs/performance.md, "Fewer
+    // shared locks").
+    return Unmanaged<RequestDispatcher>.fromOpaque(cls)._withUnsafeGuaranteedRef { dispatcher in
+        access(dispatcher, MHDConnection(pointer: connection), url: url, method: method, uploadData: uploadData,
+               uploadDataSize: uploadDataSize, requestContext: requestContext)
+    }
+}
+
+/// `mhdAccessHandler` once its pointers are checked.
+private func access(
+    _ dispatcher: RequestDispatcher,
+    _ mhdConnection: MHDConnection,
+    url: UnsafePointer<CChar>,
+    method: UnsafePointer<CChar>,
+    uploadData: UnsafePointer<CChar>?,
+    uploadDataSize: UnsafeMutablePointer<Int>,
+    requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+) -> MHD_Result {
 
     guard var existing = requestContext.pointee else {
         // No body yet: most requests have none, so the body's buffer is made only when data arrives.
