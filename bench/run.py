@@ -57,7 +57,7 @@ PROFILES = {
     "full": {
         "publish_rooms": 16, "publish_warmup": 3.0, "publish_window": 10.0, "publish_repeats": 2,
         "rtt_iterations": 5000, "rtt_warmup": 200,
-        "http_duration": 4, "http_rounds": 3, "http_connections": 64, "login_duration": 10, "login_connections": 64,
+        "http_duration": 3, "http_rounds": 5, "http_connections": 64, "login_duration": 10, "login_connections": 64,
         "http_trivial_twice": True,
         "scale_rooms": [16, 1000, 10000], "scale_window": 30.0, "scale_interval": 5, "scale_idle": True,
         # Diagnostic: the same without Home Assistant discovery (on by default), whose start-up

@@ -130,6 +130,7 @@ import Testing
         #expect(token("bearer abc") == "abc")
         #expect(token("BEARER   abc  ") == "abc")
         #expect(token("  Bearer abc") == "abc")
+        #expect(token("bEaReR\tabc") == "abc")
     }
 
     @Test func anythingElseIsNoToken() {
@@ -138,6 +139,8 @@ import Testing
         #expect(token("Bearer ") == nil)
         #expect(token("Bearerabc") == nil)
         #expect(token("Basic abc") == nil)
+        #expect(token("Bearex abc") == nil)
+        #expect(token("Bearer-abc") == nil)
         #expect(token("Bearer " + String(repeating: "a", count: 1025)) == nil)
         #expect(token("Bearer " + String(repeating: "a", count: 1024))?.count == 1024)
     }
