@@ -6,7 +6,6 @@ import Synchronization
 /// the room replaces, so it is never stale and goes with the revision. The room asked for must be the
 /// one `home` has under its id (every caller finds it in that home): a revision is one room's.
 public final class RoomDocuments: Sendable {
-
     /// A user's list of rooms (`/rooms/<user>`), checked against the rooms it was made from: the same
     /// array unless the layout changed, which `==` sees from the array's identity alone.
     private final class List: Sendable {

@@ -36,7 +36,6 @@ private func access(
     uploadDataSize: UnsafeMutablePointer<Int>,
     requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>
 ) -> MHD_Result {
-
     guard var existing = requestContext.pointee else {
         // No body yet: most requests have none, so the body's buffer is made only when data arrives.
         requestContext.pointee = PendingRequest.none
