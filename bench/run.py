@@ -586,7 +586,8 @@ def bench_http(ctx: dict) -> dict:
 def combine_rounds(runs: list[dict], trivial: list[dict]) -> dict:
     """One route's rounds as one result: round i is compared with trivial run i (before it) and
     i + 1 (after it, when there is one). `ratio` is the median of the rounds' req/s ratios and
-    `cpu_ratio` of their trivial-to-route CPU-per-request ratios; the rest sums up all rounds."""
+    `cpu_ratio` of their trivial-to-route CPU-per-request ratios; the rest summarises all rounds
+    (requests and errors summed, p50 the median, p99 and max the largest, CPU the mean)."""
     ratios, cpu_ratios = [], []
     for i, run in enumerate(runs):
         around = trivial[i:i + 2]
