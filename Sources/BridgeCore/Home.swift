@@ -249,7 +249,7 @@ public struct Home: Sendable {
         -> Result<(User, Room), CommandRejection>
     {
         guard let user = user(id: userID) else { return .failure(.unknownUser(userID)) }
-        guard let room = user.rooms.first(where: { $0.id == roomID }) ?? user.room(named: roomID) else {
+        guard let room = user.room(named: roomID) else {
             return .failure(.unknownRoom(user: userID, room: roomID))
         }
         guard sensor == SensorKind.lights.id else { return .failure(.notALight(sensor: sensor)) }

@@ -75,7 +75,9 @@ public struct User: Sendable, Equatable {
     /// subscript would copy each one out, a retain of each of its fields).
     static func roomIndex(named nameOrID: String, in rooms: UnsafeBufferPointer<Room>) -> Int? {
         let key = nameOrID.lowercased()
-        return rooms.firstIndex { $0.id == key || Self.lowercases($0.name, to: key) }
+        // An id before any name (ids are lower case): a room named like another room's id never stands in
+        // for that room, wherever it comes in the list (README, "HTTP").
+        return rooms.firstIndex { $0.id == key } ?? rooms.firstIndex { Self.lowercases($0.name, to: key) }
     }
 
     /// `name.lowercased() == key`, without making the lower-case copy when `name` is ASCII (the room

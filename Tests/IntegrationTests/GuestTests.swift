@@ -93,22 +93,29 @@ struct GuestTests {
         #expect(try await Self.status(port, "GET", "/api/v1/rooms/livingroom", owner) == 200)
     }
 
-    /// A guest's room is found among the rooms it may see: where another of the user's rooms has the
-    /// asked-for name as its id, the guest still reads and switches its own room, never the other.
-    @Test func aGuestAskingByANameAnotherRoomHasAsItsIdGetsItsOwnRoom() async throws {
+    /// A bridge with one more user, Deniz (id 4), with these `rooms` lines, and Deniz's token.
+    static func deniz(_ broker: TestBroker, rooms: String) async throws -> (BridgeProcess, String) {
         let hash = try PasswordHasher.hash(password: "deniz-pass")
-        let broker = try await TestBroker()
         let bridge = try await BridgeProcess(broker: broker, extraUsers: """
               - id: "4"
                 username: Deniz
                 password_hash: "\(hash)"
                 rooms:
-                  - {id: kitchen, name: Back room, sensors: [temperature, lights]}
-                  - {id: k2, name: Kitchen, sensors: [gas, lights]}
+            \(rooms)
 
             """)
+        return (bridge, try await APITests.token(bridge.httpPort, "Deniz", "deniz-pass"))
+    }
+
+    /// A guest's room is found among the rooms it may see: where another of the user's rooms has the
+    /// asked-for name as its id, the guest still reads and switches its own room, never the other.
+    @Test func aGuestAskingByANameAnotherRoomHasAsItsIdGetsItsOwnRoom() async throws {
+        let broker = try await TestBroker()
+        let (bridge, owner) = try await Self.deniz(broker, rooms: """
+                  - {id: kitchen, name: Back room, sensors: [temperature, lights]}
+                  - {id: k2, name: Kitchen, sensors: [gas, lights]}
+            """)
         let port = bridge.httpPort
-        let owner = try await APITests.token(port, "Deniz", "deniz-pass")
         let guest = try #require(try await Self.create(port, owner: owner, rooms: ["k2"], access: "control")["token"] as? String)
         func sensorNames(_ path: String, _ token: String) async throws -> [String] {
             let reply = try await HTTP.send(port, path, method: "GET", token: token)
@@ -134,6 +141,26 @@ struct GuestTests {
         }
         #expect(try await lights("/api/v1/rooms/k2") == "On")
         #expect(try await lights("/api/v1/rooms/kitchen") == "Off", "not the room the guest was not given")
+    }
+
+    /// The answer to a switch is the switched room's, found again by its id: another room whose name is
+    /// that id (and comes first) is neither answered nor switched.
+    @Test func theAnswerToASwitchIsTheSwitchedRoomEvenWhenAnotherRoomIsNamedAfterItsID() async throws {
+        let broker = try await TestBroker()
+        let (bridge, owner) = try await Self.deniz(broker, rooms: """
+                  - {id: study, name: Den, sensors: [humidity, lights]}
+                  - {id: den, name: Office, sensors: [gas, lights]}
+            """)
+        let port = bridge.httpPort
+        let guest = try #require(try await Self.create(port, owner: owner, rooms: ["den"], access: "control")["token"] as? String)
+        for (token, state) in [(guest, "ON"), (owner, "OFF")] {
+            let switched = try await HTTP.send(port, "/api/v1/rooms/Office/lights", method: "POST",
+                                               body: APITests.json("{\"state\":\"\(state)\"}"), token: token)
+            #expect(switched.status == 200, "\(switched.text)")
+            let answer = Self.object(switched)
+            #expect(answer["SensorNames"] as? [String] == ["Gas", "Lights"], "\(switched.text)")
+            #expect((answer["SensorValues"] as? [String])?.last == (state == "ON" ? "On" : "Off"), "\(switched.text)")
+        }
     }
 
     @Test func aControlGuestSwitchesOnlyItsRoomsAndAnotherUsersGuestIsNotMine() async throws {
